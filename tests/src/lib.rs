@@ -1,0 +1,1 @@
+//! Cross-crate harness: loopback clusters, process crash tests.
