@@ -1,1 +1,4 @@
-//! placeholder until the crate's issue lands
+//! RocketMQ-compatible name server.
+pub mod body;
+pub mod lenient_json;
+pub mod route;
