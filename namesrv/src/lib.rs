@@ -1,4 +1,37 @@
-//! RocketMQ-compatible name server.
+//! RocketMQ-compatible name server: brokers register their addresses and topics, clients ask
+//! for topic routes (spec remoting.md §11.6, §12; broker-roles.md §5).
+//!
+//! Layers, bottom up:
+//!
+//! ```text
+//! lenient_json, body      JSON bodies: fastjson-tolerant readers, compact sorted writers
+//! route                   RouteTable: pure, synchronous, clock passed in (now_ms)
+//! kv_config, config       KV namespaces (optionally persisted), settings
+//! headers, processor      request code -> table operation -> RemotingCommand response
+//! server                  remoting server + connection-close hook + expiry scan
+//! bin/mqnamesrv           command line, logging, signals
+//! ```
+//!
+//! Invariants:
+//! - within one broker group an address is registered under at most one broker id, and
+//!   queue data is only taken from the group master (id 0) or, for 5.x brokers, the group's
+//!   smallest id;
+//! - a broker whose connection closes is removed at once; one silent for its timeout is
+//!   removed by the next scan;
+//! - malformed requests (bad header, body, CRC) get an error response and change nothing;
+//! - route JSON is always compact standard JSON with quoted numeric keys (quirk Q7);
+//! - no lock is held across an `.await`.
+
 pub mod body;
+pub mod config;
+pub mod error;
+pub mod headers;
+pub mod kv_config;
 pub mod lenient_json;
+pub mod processor;
 pub mod route;
+pub mod server;
+
+pub use config::{NameServerConfig, Switches, DEFAULT_PORT};
+pub use error::NamesrvError;
+pub use server::{NameServer, NameServerHandle};

@@ -1,0 +1,100 @@
+//! `mqnamesrv`: runs a name server until SIGTERM or Ctrl-C.
+//!
+//! Prints `The Name Server boot success. serializeType=JSON, address <addr>` on stdout once
+//! the socket listens (as Java does; scripts and tests wait for that line). Logs go to stderr,
+//! filtered by `RUST_LOG` (default `info`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+use namesrv::{NameServer, NameServerConfig, Switches, DEFAULT_PORT};
+use tracing_subscriber::EnvFilter;
+
+/// RocketMQ-compatible name server.
+#[derive(Debug, Parser)]
+#[command(name = "mqnamesrv", version)]
+struct Args {
+    /// Address to listen on (RocketMQ listens on every interface).
+    #[arg(long, default_value_t = SocketAddr::from(([0, 0, 0, 0], DEFAULT_PORT)))]
+    listen: SocketAddr,
+    /// Port to listen on; overrides the port of --listen.
+    #[arg(short = 'p', long)]
+    port: Option<u16>,
+    /// Remove a broker that has not registered for this long.
+    #[arg(long, default_value_t = 120_000)]
+    broker_timeout_ms: u64,
+    /// How often to look for expired brokers.
+    #[arg(long, default_value_t = 5_000)]
+    scan_interval_ms: u64,
+    /// Persist KV configs to this file (Java: ~/namesrv/kvConfig.json). In memory if unset.
+    #[arg(long)]
+    kv_config_path: Option<PathBuf>,
+    /// Fill `orderTopicConf` of routes from the ORDER_TOPIC_CONFIG namespace.
+    #[arg(long)]
+    order_message_enable: bool,
+    /// Forget topics a broker no longer lists in its registration.
+    #[arg(long)]
+    delete_topic_with_broker_registration: bool,
+}
+
+impl Args {
+    fn into_config(self) -> NameServerConfig {
+        let mut listen_addr = self.listen;
+        if let Some(port) = self.port {
+            listen_addr.set_port(port);
+        }
+        NameServerConfig {
+            listen_addr,
+            scan_interval_ms: self.scan_interval_ms,
+            broker_timeout_ms: self.broker_timeout_ms,
+            kv_config_path: self.kv_config_path,
+            switches: Switches {
+                order_message_enable: self.order_message_enable,
+                delete_topic_with_broker_registration: self.delete_topic_with_broker_registration,
+                ..Switches::default()
+            },
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+
+    let handle = NameServer::start(args.into_config())
+        .await
+        .context("name server failed to start")?;
+    println!(
+        "The Name Server boot success. serializeType=JSON, address {}",
+        handle.local_addr()
+    );
+
+    wait_for_stop_signal().await?;
+    tracing::info!("stop signal received, shutting down");
+    handle.shutdown().await;
+    Ok(())
+}
+
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM.
+async fn wait_for_stop_signal() -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r.context("cannot watch Ctrl-C")?,
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c().await.context("cannot watch Ctrl-C")?;
+    Ok(())
+}

@@ -1,0 +1,377 @@
+//! Turns name-server requests (spec §11.6) into route-table and KV-config operations and
+//! builds the responses. Every handler is synchronous: locks are taken and released inside
+//! one call, never across an `.await`.
+
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Instant;
+
+use remoting::code::{RequestCode, ResponseCode};
+use remoting::command::RemotingCommand;
+use remoting::connection::ConnectionHandle;
+use remoting::headers::{
+    BrokerPermRequestHeader, CommandHeader, GetKvConfigRequestHeader, GetKvConfigResponseHeader,
+    GetRouteInfoRequestHeader, GetTopicsByClusterRequestHeader, PutKvConfigRequestHeader,
+    QueryDataVersionRequestHeader, QueryDataVersionResponseHeader, RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader, UnregisterBrokerRequestHeader,
+};
+use remoting::processor::{ProcessFuture, RequestProcessor};
+use tracing::{debug, warn};
+
+use crate::body::{self, DataVersion, RegisterBrokerBody, TopicRouteData};
+use crate::config::{apply_properties, NameServerConfig, Switches};
+use crate::headers::{
+    AddWritePermResponseHeader, DeleteTopicInNamesrvRequestHeader,
+    GetKvListByNamespaceRequestHeader, RegisterTopicRequestHeader, WipeWritePermResponseHeader,
+};
+use crate::kv_config::{KvConfig, NAMESPACE_ORDER_TOPIC_CONFIG};
+use crate::route::{
+    BrokerRegistration, BrokerUnregistration, ConnectionId, RouteTable, RouteTableOptions,
+    UnitTopicFilter, WritePermChange,
+};
+
+/// Extension field a 5.x broker uses to report its zone.
+const ZONE_NAME_KEY: &str = "__ZONE_NAME";
+
+/// Shared state of one running name server.
+pub struct NameServerState {
+    table: RwLock<RouteTable>,
+    kv: Mutex<KvConfig>,
+    switches: RwLock<Switches>,
+    config: NameServerConfig,
+    epoch: Instant,
+}
+
+/// Early return of a handler: the error response to send.
+type Handled = Result<RemotingCommand, RemotingCommand>;
+
+impl NameServerState {
+    /// State for `config` with an already opened KV store.
+    pub fn new(config: NameServerConfig, kv: KvConfig) -> Self {
+        let options = RouteTableOptions {
+            default_broker_timeout_ms: config.broker_timeout_ms,
+            delete_topic_with_broker_registration: config
+                .switches
+                .delete_topic_with_broker_registration,
+        };
+        NameServerState {
+            table: RwLock::new(RouteTable::new(options)),
+            kv: Mutex::new(kv),
+            switches: RwLock::new(config.switches),
+            config,
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Milliseconds since the server started (the route table's clock).
+    pub fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Read access to the route table.
+    pub fn table(&self) -> RwLockReadGuard<'_, RouteTable> {
+        self.table.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Write access to the route table.
+    pub fn table_mut(&self) -> RwLockWriteGuard<'_, RouteTable> {
+        self.table.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn kv(&self) -> MutexGuard<'_, KvConfig> {
+        self.kv.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn switches(&self) -> Switches {
+        *self.switches.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Answers one request (`None` for codes the name server does not serve).
+    pub fn handle(&self, conn: Option<ConnectionId>, request: &RemotingCommand) -> RemotingCommand {
+        let code = request.request_code();
+        let result = match code {
+            RequestCode::REGISTER_BROKER => self.register_broker(conn, request),
+            RequestCode::UNREGISTER_BROKER => self.unregister_broker(request),
+            RequestCode::GET_ROUTEINFO_BY_TOPIC => self.route_by_topic(request),
+            RequestCode::GET_BROKER_CLUSTER_INFO => Ok(json_ok(&self.table().cluster_info())),
+            RequestCode::QUERY_DATA_VERSION => self.query_data_version(request),
+            RequestCode::PUT_KV_CONFIG => self.put_kv_config(request),
+            RequestCode::GET_KV_CONFIG => self.get_kv_config(request),
+            RequestCode::DELETE_KV_CONFIG => self.delete_kv_config(request),
+            RequestCode::GET_KVLIST_BY_NAMESPACE => self.kv_list(request),
+            RequestCode::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => self.all_topics(),
+            RequestCode::GET_TOPICS_BY_CLUSTER => self.topics_by_cluster(request),
+            RequestCode::GET_SYSTEM_TOPIC_LIST_FROM_NS => Ok(json_ok(&self.table().system_topics())),
+            RequestCode::GET_UNIT_TOPIC_LIST => self.unit_topics(UnitTopicFilter::Unit),
+            RequestCode::GET_HAS_UNIT_SUB_TOPIC_LIST => self.unit_topics(UnitTopicFilter::HasUnitSub),
+            RequestCode::GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST => {
+                self.unit_topics(UnitTopicFilter::HasUnitSubNotUnit)
+            }
+            RequestCode::DELETE_TOPIC_IN_NAMESRV => self.delete_topic(request),
+            RequestCode::REGISTER_TOPIC_IN_NAMESRV => self.register_topic(request),
+            RequestCode::WIPE_WRITE_PERM_OF_BROKER => self.write_perm(request, WritePermChange::Wipe),
+            RequestCode::ADD_WRITE_PERM_OF_BROKER => self.write_perm(request, WritePermChange::Add),
+            RequestCode::GET_NAMESRV_CONFIG => Ok(RemotingCommand::success()
+                .with_body(self.config.to_properties(&self.switches()).into_bytes())),
+            RequestCode::UPDATE_NAMESRV_CONFIG => self.update_config(request),
+            _ => Ok(RemotingCommand::request_code_not_supported(request)),
+        };
+        result.unwrap_or_else(|error_response| error_response)
+    }
+
+    fn register_broker(&self, conn: Option<ConnectionId>, request: &RemotingCommand) -> Handled {
+        let header: RegisterBrokerRequestHeader = decode_header(request)?;
+        let body_bytes = request.body();
+        if let Some(expected) = header.body_crc32.filter(|&c| c != 0) {
+            let actual = masked_crc32(body_bytes);
+            if actual != expected {
+                warn!(broker = %header.broker_addr, expected, actual, "register body crc32 mismatch");
+                return Err(error(ResponseCode::SYSTEM_ERROR, "crc32 not match"));
+            }
+        }
+        if header.compressed == Some(true) && !body_bytes.is_empty() {
+            return Err(error(
+                ResponseCode::SYSTEM_ERROR,
+                "compressed register body is not supported by this name server; set compressedRegister=false",
+            ));
+        }
+        let body: RegisterBrokerBody = if body_bytes.is_empty() {
+            RegisterBrokerBody::default()
+        } else {
+            body::decode(body_bytes).map_err(|e| {
+                warn!(broker = %header.broker_addr, error = %e, "malformed register body");
+                error(
+                    ResponseCode::SYSTEM_ERROR,
+                    format!("malformed RegisterBrokerBody: {e}"),
+                )
+            })?
+        };
+        let registration = BrokerRegistration {
+            cluster_name: header.cluster_name,
+            broker_addr: header.broker_addr,
+            broker_name: header.broker_name,
+            broker_id: header.broker_id,
+            ha_server_addr: header.ha_server_addr,
+            zone_name: request.ext_field(ZONE_NAME_KEY).map(str::to_owned),
+            timeout_ms: header
+                .heartbeat_timeout_millis
+                .and_then(|t| u64::try_from(t).ok())
+                .filter(|&t| t > 0),
+            enable_acting_master: header.enable_acting_master,
+            topics: body.topic_config_serialize_wrapper,
+            filter_servers: body.filter_server_list,
+            connection: conn,
+        };
+        debug!(
+            broker = %registration.broker_addr, id = registration.broker_id,
+            topics = registration.topics.topic_config_table.len(), "register broker"
+        );
+        let now = self.now_ms();
+        let outcome = self.table_mut().register_broker(registration, now);
+        let mut response = RemotingCommand::success().with_header(&RegisterBrokerResponseHeader {
+            ha_server_addr: outcome.ha_server_addr,
+            master_addr: outcome.master_addr,
+        });
+        if let Some(order) = self.kv().namespace(NAMESPACE_ORDER_TOPIC_CONFIG) {
+            response = response.with_body(body::encode(&order));
+        }
+        Ok(response)
+    }
+
+    fn unregister_broker(&self, request: &RemotingCommand) -> Handled {
+        let header: UnregisterBrokerRequestHeader = decode_header(request)?;
+        self.table_mut().unregister_broker(&BrokerUnregistration {
+            cluster_name: header.cluster_name,
+            broker_addr: header.broker_addr,
+            broker_name: header.broker_name,
+            broker_id: header.broker_id,
+        });
+        Ok(RemotingCommand::success())
+    }
+
+    fn route_by_topic(&self, request: &RemotingCommand) -> Handled {
+        let header: GetRouteInfoRequestHeader = decode_header(request)?;
+        let route = self.table().topic_route(&header.topic);
+        let Some(mut route) = route else {
+            return Err(error(
+                ResponseCode::TOPIC_NOT_EXIST,
+                format!(
+                    "No topic route info in name server for the topic: {}\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details.",
+                    header.topic
+                ),
+            ));
+        };
+        if self.switches().order_message_enable {
+            route.order_topic_conf = self
+                .kv()
+                .get(NAMESPACE_ORDER_TOPIC_CONFIG, &header.topic)
+                .map(str::to_owned);
+        }
+        // Always standard JSON with quoted keys (quirk Q7), whatever the client version.
+        Ok(json_ok(&route))
+    }
+
+    fn query_data_version(&self, request: &RemotingCommand) -> Handled {
+        let header: QueryDataVersionRequestHeader = decode_header(request)?;
+        let version: DataVersion = body::decode(request.body()).map_err(|e| {
+            error(ResponseCode::SYSTEM_ERROR, format!("malformed DataVersion body: {e}"))
+        })?;
+        let now = self.now_ms();
+        let (changed, held) = self.table_mut().query_data_version(
+            &header.cluster_name,
+            &header.broker_addr,
+            &version,
+            now,
+        );
+        let mut response = RemotingCommand::success().with_header(&QueryDataVersionResponseHeader {
+            changed: Some(changed),
+        });
+        if let Some(held) = held {
+            response = response.with_body(body::encode(&held));
+        }
+        Ok(response)
+    }
+
+    fn put_kv_config(&self, request: &RemotingCommand) -> Handled {
+        let h: PutKvConfigRequestHeader = decode_header(request)?;
+        self.kv()
+            .put(&h.namespace, &h.key, &h.value)
+            .map_err(|e| error(ResponseCode::SYSTEM_ERROR, e.to_string()))?;
+        Ok(RemotingCommand::success())
+    }
+
+    fn get_kv_config(&self, request: &RemotingCommand) -> Handled {
+        let h: GetKvConfigRequestHeader = decode_header(request)?;
+        match self.kv().get(&h.namespace, &h.key) {
+            Some(value) => Ok(RemotingCommand::success().with_header(&GetKvConfigResponseHeader {
+                value: Some(value.to_owned()),
+            })),
+            None => Err(error(
+                ResponseCode::QUERY_NOT_FOUND,
+                format!("No config item, Namespace: {} Key: {}", h.namespace, h.key),
+            )),
+        }
+    }
+
+    fn delete_kv_config(&self, request: &RemotingCommand) -> Handled {
+        let h: GetKvConfigRequestHeader = decode_header(request)?;
+        self.kv()
+            .delete(&h.namespace, &h.key)
+            .map_err(|e| error(ResponseCode::SYSTEM_ERROR, e.to_string()))?;
+        Ok(RemotingCommand::success())
+    }
+
+    fn kv_list(&self, request: &RemotingCommand) -> Handled {
+        let h: GetKvListByNamespaceRequestHeader = decode_header(request)?;
+        match self.kv().namespace(&h.namespace) {
+            Some(table) => Ok(json_ok(&table)),
+            None => Err(error(
+                ResponseCode::QUERY_NOT_FOUND,
+                format!("No config item, Namespace: {}", h.namespace),
+            )),
+        }
+    }
+
+    fn all_topics(&self) -> Handled {
+        if !self.switches().enable_all_topic_list {
+            return Err(error(ResponseCode::SYSTEM_ERROR, "disable"));
+        }
+        Ok(json_ok(&self.table().all_topics()))
+    }
+
+    fn topics_by_cluster(&self, request: &RemotingCommand) -> Handled {
+        if !self.switches().enable_topic_list {
+            return Err(error(ResponseCode::SYSTEM_ERROR, "disable"));
+        }
+        let h: GetTopicsByClusterRequestHeader = decode_header(request)?;
+        Ok(json_ok(&self.table().topics_by_cluster(&h.cluster)))
+    }
+
+    fn unit_topics(&self, filter: UnitTopicFilter) -> Handled {
+        if !self.switches().enable_topic_list {
+            return Err(error(ResponseCode::SYSTEM_ERROR, "disable"));
+        }
+        Ok(json_ok(&self.table().unit_topics(filter)))
+    }
+
+    fn delete_topic(&self, request: &RemotingCommand) -> Handled {
+        let h: DeleteTopicInNamesrvRequestHeader = decode_header(request)?;
+        let cluster = h.cluster_name.as_deref().filter(|c| !c.is_empty());
+        self.table_mut().delete_topic(&h.topic, cluster);
+        Ok(RemotingCommand::success())
+    }
+
+    fn register_topic(&self, request: &RemotingCommand) -> Handled {
+        let h: RegisterTopicRequestHeader = decode_header(request)?;
+        if request.body().is_empty() {
+            return Ok(RemotingCommand::success());
+        }
+        let route: TopicRouteData = body::decode(request.body()).map_err(|e| {
+            error(ResponseCode::SYSTEM_ERROR, format!("malformed TopicRouteData body: {e}"))
+        })?;
+        if let Err(e) = self.table_mut().register_topic(&h.topic, route.queue_datas) {
+            // Java logs and still answers SUCCESS.
+            warn!(error = %e, "register topic ignored");
+        }
+        Ok(RemotingCommand::success())
+    }
+
+    fn write_perm(&self, request: &RemotingCommand, change: WritePermChange) -> Handled {
+        let h: BrokerPermRequestHeader = decode_header(request)?;
+        let count = self.table_mut().change_write_perm(&h.broker_name, change);
+        let count = i32::try_from(count).unwrap_or(i32::MAX);
+        let response = RemotingCommand::success();
+        Ok(match change {
+            WritePermChange::Wipe => response.with_header(&WipeWritePermResponseHeader {
+                wipe_topic_count: count,
+            }),
+            WritePermChange::Add => response.with_header(&AddWritePermResponseHeader {
+                add_topic_count: count,
+            }),
+        })
+    }
+
+    fn update_config(&self, request: &RemotingCommand) -> Handled {
+        let mut switches = self.switches.write().unwrap_or_else(PoisonError::into_inner);
+        apply_properties(request.body(), &mut switches)
+            .map_err(|e| error(ResponseCode::SYSTEM_ERROR, e.to_string()))?;
+        let mut table = self.table_mut();
+        let mut options = table.options().clone();
+        options.delete_topic_with_broker_registration =
+            switches.delete_topic_with_broker_registration;
+        table.set_options(options);
+        Ok(RemotingCommand::success())
+    }
+}
+
+/// Masked CRC32 as RocketMQ computes it (quirk Q14).
+pub fn masked_crc32(bytes: &[u8]) -> i32 {
+    // The mask keeps the value within i32's non-negative range, so the cast is lossless.
+    (crc32fast::hash(bytes) & 0x7FFF_FFFF) as i32
+}
+
+fn decode_header<H: CommandHeader>(request: &RemotingCommand) -> Result<H, RemotingCommand> {
+    request.decode_header::<H>().map_err(|e| {
+        let (code, remark) = e.to_response_parts();
+        error(code, remark)
+    })
+}
+
+fn error(code: ResponseCode, remark: impl Into<String>) -> RemotingCommand {
+    RemotingCommand::response(code, remark)
+}
+
+fn json_ok<T: serde::Serialize>(value: &T) -> RemotingCommand {
+    RemotingCommand::success().with_body(body::encode(value))
+}
+
+/// The remoting-facing processor: every name-server code goes through [`NameServerState`].
+pub struct NamesrvProcessor {
+    pub(crate) state: std::sync::Arc<NameServerState>,
+}
+
+impl RequestProcessor for NamesrvProcessor {
+    fn process<'a>(&'a self, conn: ConnectionHandle, request: RemotingCommand) -> ProcessFuture<'a> {
+        let response = self.state.handle(Some(ConnectionId(conn.id().0)), &request);
+        Box::pin(std::future::ready(Some(response)))
+    }
+}
