@@ -1,0 +1,246 @@
+//! Flushing: which byte ranges are dirty, the flushed-position watch, and the flush thread.
+//!
+//! * Async mode: the thread wakes every `flush_interval_ms` and flushes what was written.
+//! * Sync mode (group commit): every append wakes the thread; one msync pass covers everything
+//!   appended so far, and every waiter whose position is now durable is released together
+//!   through the `FlushProgress` watch.
+//! * A failed flush poisons the store (writes refused until restart) and is published in the
+//!   watch so waiters fail instead of hanging.
+//!
+//! The thread also writes the checkpoint every `checkpoint_interval_ms`, with a committed index
+//! sampled *before* the flush, so the checkpoint never names data that is not durable.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use super::error::StoreError;
+use super::shared::{load_opt, Shared};
+use crate::config::FlushMode;
+use crate::format::checkpoint::Checkpoint;
+use crate::types::Pos;
+
+/// Name of the checkpoint file.
+pub(crate) use super::CHECKPOINT_FILE;
+
+/// What is durable: data up to `flushed` (exclusive end) is on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlushProgress {
+    /// Every data byte below this position is durable.
+    pub flushed: Pos,
+    /// A flush failed: nothing more will become durable until restart.
+    pub poisoned: bool,
+}
+
+#[derive(Debug, Default)]
+struct Marks {
+    /// Dirty data range `[data_from, data_to)`; can extend past `data_written` after a cut.
+    data_from: u64,
+    data_to: u64,
+    data_written: u64,
+    index_from: u64,
+    index_to: u64,
+    index_written: u64,
+    wake: bool,
+    stop: bool,
+}
+
+#[derive(Debug)]
+pub(crate) struct FlushState {
+    marks: Mutex<Marks>,
+    cv: Condvar,
+    flush_lock: Mutex<()>,
+    tx: watch::Sender<FlushProgress>,
+    sync_mode: bool,
+}
+
+impl FlushState {
+    pub(crate) fn new(mode: FlushMode, written: u64, index_written: u64) -> FlushState {
+        let (tx, _) = watch::channel(FlushProgress { flushed: Pos(written), poisoned: false });
+        FlushState {
+            marks: Mutex::new(Marks {
+                data_from: written,
+                data_to: written,
+                data_written: written,
+                index_from: index_written,
+                index_to: index_written,
+                index_written,
+                ..Marks::default()
+            }),
+            cv: Condvar::new(),
+            flush_lock: Mutex::new(()),
+            tx,
+            sync_mode: mode == FlushMode::Sync,
+        }
+    }
+
+    fn marks(&self) -> std::sync::MutexGuard<'_, Marks> {
+        self.marks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn subscribe(&self) -> watch::Receiver<FlushProgress> {
+        self.tx.subscribe()
+    }
+
+    pub(crate) fn progress(&self) -> FlushProgress {
+        *self.tx.borrow()
+    }
+
+    /// Writer: bytes up to these ends were written.
+    pub(crate) fn note_written(&self, data_end: u64, index_end: u64) {
+        let mut m = self.marks();
+        m.data_written = data_end;
+        m.data_to = m.data_to.max(data_end);
+        m.index_written = index_end;
+        m.index_to = m.index_to.max(index_end);
+        if self.sync_mode {
+            m.wake = true;
+            drop(m);
+            self.cv.notify_one();
+        }
+    }
+
+    /// Writer: the logs were cut back to these ends (the zeroed bytes are dirty too).
+    pub(crate) fn note_truncated(&self, data_cut: u64, index_cut: u64) {
+        let mut m = self.marks();
+        m.data_from = m.data_from.min(data_cut);
+        m.data_written = data_cut;
+        m.index_from = m.index_from.min(index_cut);
+        m.index_written = index_cut;
+        drop(m);
+        self.tx.send_if_modified(|p| {
+            let changed = p.flushed.0 > data_cut;
+            p.flushed = Pos(p.flushed.0.min(data_cut));
+            changed
+        });
+    }
+
+    /// Marks bytes zeroed beyond the written end dirty, without moving the written end.
+    pub(crate) fn note_dirty(&self, data: (u64, u64), index: (u64, u64)) {
+        let mut m = self.marks();
+        m.data_from = m.data_from.min(data.0);
+        m.data_to = m.data_to.max(data.1);
+        m.index_from = m.index_from.min(index.0);
+        m.index_to = m.index_to.max(index.1);
+    }
+
+    pub(crate) fn publish_poisoned(&self) {
+        self.tx.send_modify(|p| p.poisoned = true);
+    }
+
+    fn stop(&self) {
+        self.marks().stop = true;
+        self.cv.notify_all();
+    }
+}
+
+/// One flush pass: makes everything written so far durable and publishes it.
+pub(crate) fn flush_now(sh: &Shared) -> Result<Pos, StoreError> {
+    let _one_at_a_time = sh.flush.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+    if sh.poisoned.load(Ordering::Acquire) {
+        return Err(StoreError::Poisoned("an earlier flush failed".into()));
+    }
+    let (df, dt, dw, xf, xt) = {
+        let mut m = sh.flush.marks();
+        let snap = (m.data_from, m.data_to, m.data_written, m.index_from, m.index_to);
+        m.data_from = m.data_written;
+        m.data_to = m.data_written;
+        m.index_from = m.index_written;
+        m.index_to = m.index_written;
+        m.wake = false;
+        snap
+    };
+    let result = sh.data.flush_range(df, dt).and_then(|()| sh.index.flush_range(xf, xt));
+    if let Err(e) = result {
+        let err = StoreError::io("flush", "data/index files", e);
+        sh.poison(err.to_string());
+        return Err(err);
+    }
+    let flushed = dw.min(sh.flush.marks().data_from);
+    sh.flush.tx.send_if_modified(|p| {
+        let changed = p.flushed.0 != flushed;
+        p.flushed = Pos(flushed);
+        changed
+    });
+    Ok(Pos(flushed))
+}
+
+/// Writes the checkpoint with a committed index that is already durable.
+pub(crate) fn write_checkpoint(sh: &Shared, cp: Checkpoint) -> Result<(), StoreError> {
+    let _guard = sh.state_file_lock.lock().unwrap_or_else(|e| e.into_inner());
+    sh.dir
+        .write_state(CHECKPOINT_FILE, cp.encode().as_bytes())
+        .map_err(|e| StoreError::io("write", CHECKPOINT_FILE, e))
+}
+
+/// Samples the checkpoint, flushes, then writes it (so it only names durable data).
+pub(crate) fn flush_and_checkpoint(sh: &Shared) -> Result<(), StoreError> {
+    let cp = Checkpoint { end_index: load_opt(&sh.end_index), committed_index: load_opt(&sh.committed_index) };
+    flush_now(sh)?;
+    write_checkpoint(sh, cp)
+}
+
+/// The background flush thread.
+pub(crate) struct Flusher {
+    sh: Arc<Shared>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Flusher {
+    pub(crate) fn start(sh: Arc<Shared>) -> std::io::Result<Flusher> {
+        let t = sh.clone();
+        let handle = std::thread::Builder::new().name("dledger-flush".into()).spawn(move || run(&t))?;
+        Ok(Flusher { sh, handle: Some(handle) })
+    }
+
+    pub(crate) fn stop(&mut self) {
+        self.sh.flush.stop();
+        if let Some(h) = self.handle.take() {
+            if h.join().is_err() {
+                tracing::error!("flush thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for Flusher {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn run(sh: &Shared) {
+    let interval = sh.cfg.flush_interval();
+    let cp_interval = sh.cfg.checkpoint_interval();
+    let mut last_cp = Instant::now();
+    loop {
+        {
+            let m = sh.flush.marks();
+            let (m, _) = sh
+                .flush
+                .cv
+                .wait_timeout_while(m, interval, |m| !m.wake && !m.stop)
+                .unwrap_or_else(|e| e.into_inner());
+            if m.stop {
+                return;
+            }
+        }
+        if sh.poisoned.load(Ordering::Acquire) {
+            // Nothing can become durable any more; idle until stopped.
+            let m = sh.flush.marks();
+            let _ = sh.flush.cv.wait_timeout_while(m, Duration::from_secs(1), |m| !m.stop);
+            continue;
+        }
+        if last_cp.elapsed() >= cp_interval {
+            last_cp = Instant::now();
+            if let Err(e) = flush_and_checkpoint(sh) {
+                tracing::error!(error = %e, "flush/checkpoint failed");
+            }
+        } else if let Err(e) = flush_now(sh) {
+            tracing::error!(error = %e, "flush failed");
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! State shared by the writer, reader handles and the background threads, and the read path
+//! they all use. Positions and indexes published here are the only thing readers trust.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+
+use super::dir::Dir;
+use super::error::StoreError;
+use super::flusher::FlushState;
+use super::preallocate::PreallocState;
+use super::segment::Segment;
+use super::segment_list::SegmentList;
+use crate::config::LedgerConfig;
+use crate::format::entry::{decode_header, verify_body, EntryError, HEADER_BYTES};
+use crate::format::index::{IndexEntry, INDEX_ENTRY_BYTES};
+use crate::types::{Index, Pos, Term};
+
+/// An entry read back from the log, CRC-verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredEntry {
+    /// Log index.
+    pub index: Index,
+    /// Term that created it.
+    pub term: Term,
+    /// Position of its header in the data address space.
+    pub pos: Pos,
+    /// Header CRC as stored (Java's chain-crc field; 0 = not computed).
+    pub header_crc: u32,
+    /// Body CRC as stored (0 = not computed).
+    pub body_crc: u32,
+    /// The body (one RocketMQ stored message).
+    pub body: Bytes,
+}
+
+impl StoredEntry {
+    /// Total size on disk, header included.
+    pub fn size(&self) -> u32 {
+        (HEADER_BYTES + self.body.len()) as u32
+    }
+
+    /// Position just after the entry.
+    pub fn end_pos(&self) -> Pos {
+        Pos(self.pos.0 + u64::from(self.size()))
+    }
+}
+
+pub(crate) fn load_opt(a: &AtomicI64) -> Option<Index> {
+    Index::from_wire(a.load(Ordering::Acquire)).ok().flatten()
+}
+
+pub(crate) fn store_opt(a: &AtomicI64, v: Option<Index>) {
+    a.store(Index::to_wire(v), Ordering::Release);
+}
+
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) cfg: LedgerConfig,
+    pub(crate) dir: Dir,
+    pub(crate) data: SegmentList,
+    pub(crate) index: SegmentList,
+    pub(crate) begin_index: AtomicI64,
+    pub(crate) end_index: AtomicI64,
+    pub(crate) committed_index: AtomicI64,
+    pub(crate) committed_end_pos: AtomicU64,
+    pub(crate) poisoned: AtomicBool,
+    pub(crate) poison_reason: Mutex<String>,
+    pub(crate) disk_full: AtomicBool,
+    pub(crate) flush: FlushState,
+    pub(crate) prealloc: PreallocState,
+    pub(crate) state_file_lock: Mutex<()>,
+}
+
+impl Shared {
+    pub(crate) fn poison(&self, reason: String) {
+        tracing::error!(%reason, "store poisoned: refusing writes until restart");
+        if let Ok(mut r) = self.poison_reason.lock() {
+            if r.is_empty() {
+                *r = reason;
+            }
+        }
+        self.poisoned.store(true, Ordering::Release);
+        self.flush.publish_poisoned();
+    }
+
+    pub(crate) fn check_writable(&self) -> Result<(), StoreError> {
+        if self.poisoned.load(Ordering::Acquire) {
+            let r = self.poison_reason.lock().map(|r| r.clone()).unwrap_or_default();
+            return Err(StoreError::Poisoned(r));
+        }
+        if self.disk_full.load(Ordering::Acquire) {
+            return Err(StoreError::DiskFull("disk usage above the disk-full ratio".into()));
+        }
+        Ok(())
+    }
+
+    /// The index entry of `index` (no range check beyond the files).
+    pub(crate) fn index_entry(&self, index: Index) -> Result<IndexEntry, StoreError> {
+        let addr = index.0 * INDEX_ENTRY_BYTES as u64;
+        let decoded = self
+            .index
+            .with_slice(addr, INDEX_ENTRY_BYTES, IndexEntry::decode)
+            .map_err(|e| StoreError::io("read index", format!("index entry {index}"), e))?;
+        match decoded {
+            Ok(e) if e.index == index => Ok(e),
+            _ => Err(StoreError::IndexDataMismatch { index, pos: Pos(0) }),
+        }
+    }
+
+    /// Reads and verifies the entry whose header starts at `pos`.
+    pub(crate) fn entry_at(&self, pos: Pos) -> Result<StoredEntry, StoreError> {
+        let seg = self.data.find(pos.0).ok_or(StoreError::PosOutOfRange { pos })?;
+        read_entry(&seg, pos)
+    }
+
+    /// Reads entry `index` through the index and checks that both agree.
+    pub(crate) fn entry(&self, index: Index) -> Result<StoredEntry, StoreError> {
+        let ie = self.index_entry(index)?;
+        let e = self.entry_at(ie.pos).map_err(|e| match e {
+            StoreError::PosOutOfRange { .. } => StoreError::IndexDataMismatch { index, pos: ie.pos },
+            other => other,
+        })?;
+        if e.index != index || e.term != ie.term || e.size() != ie.size {
+            return Err(StoreError::IndexDataMismatch { index, pos: ie.pos });
+        }
+        Ok(e)
+    }
+}
+
+/// Reads and verifies one entry of `seg` at absolute `pos`.
+pub(crate) fn read_entry(seg: &Arc<Segment>, pos: Pos) -> Result<StoredEntry, StoreError> {
+    let off = pos.0 - seg.start();
+    let corrupt = |source| StoreError::Corrupt { file: seg.name(), pos, source };
+    if off + HEADER_BYTES as u64 > seg.len() {
+        return Err(corrupt(EntryError::Truncated { need: HEADER_BYTES as u64, have: seg.len() - off }));
+    }
+    let header = seg
+        .with_slice(off, HEADER_BYTES, decode_header)
+        .map_err(|e| StoreError::io("read", seg.name(), e))?
+        .map_err(corrupt)?;
+    if header.pos != pos {
+        return Err(StoreError::PosOutOfRange { pos });
+    }
+    let body_len = header.body_len();
+    if off + u64::from(header.size) > seg.len() {
+        return Err(corrupt(EntryError::Truncated { need: u64::from(header.size), have: seg.len() - off }));
+    }
+    let body = seg
+        .with_slice(off + HEADER_BYTES as u64, body_len, |b| verify_body(&header, b).map(|()| Bytes::copy_from_slice(b)))
+        .map_err(|e| StoreError::io("read", seg.name(), e))?
+        .map_err(corrupt)?;
+    Ok(StoredEntry {
+        index: header.index,
+        term: header.term,
+        pos,
+        header_crc: header.header_crc,
+        body_crc: header.body_crc,
+        body,
+    })
+}
