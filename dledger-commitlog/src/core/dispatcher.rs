@@ -1,0 +1,320 @@
+//! EntryDispatcher: the leader's replication state machine for one follower.
+//!
+//! States (spec §9.3): COMPARE walks back from the leader's end until the follower holds the
+//! same entry (using the follower's begin/end to jump), TRUNCATE cuts the follower's divergent
+//! suffix, APPEND pipelines pushes (batched when `enableBatchPush`) with at most
+//! `push_inflight_max` in flight; when idle a COMMIT push carries a new commit index.
+//! Retries: the lowest unacknowledged push is resent after `maxPushTimeOutMs`; after three
+//! resends, on INCONSISTENT_STATE, on a refused push or on a gap, the dispatcher goes back to
+//! COMPARE (R11). Every state switch bumps `epoch` so stale responses are ignored.
+
+use std::collections::BTreeMap;
+
+use super::log::{Index, LogEntry, RaftLog, Term};
+use super::member_state::Role;
+use super::messages::{DLedgerCode, DLedgerEntry, PushEntryRequest, PushEntryResponse, PushType, Request};
+use super::node::{CallCtx, CallFailure, Node};
+
+/// Resends of the lowest push before falling back to COMPARE.
+const MAX_RESENDS: u32 = 3;
+
+/// One push in flight.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Inflight {
+    pub count: usize,
+    pub sent_ms: u64,
+    pub attempts: u32,
+}
+
+/// Dispatcher state (spec §9.3 `type`).
+#[derive(Clone, Debug)]
+pub(crate) enum DispatchState {
+    Compare { index: Option<Index>, waiting: bool, retry_ms: u64 },
+    Truncate { index: Index, waiting: bool, retry_ms: u64 },
+    Append { next: Index, inflight: BTreeMap<Index, Inflight> },
+}
+
+/// Leader-side view of one follower.
+#[derive(Clone, Debug)]
+pub(crate) struct PeerDispatch {
+    /// Highest index known replicated on the follower in this term (-1 initially).
+    pub match_index: Index,
+    /// Last response of any kind in this term (check-quorum lease).
+    pub last_ack_ms: u64,
+    /// Last heartbeat RPC answered (preferred-leader choice).
+    pub alive: bool,
+    pub epoch: u64,
+    pub state: DispatchState,
+    pub last_commit_sent: Index,
+}
+
+impl PeerDispatch {
+    /// Fresh dispatcher at the start of a term: COMPARE; the lease starts now.
+    pub fn new(now_ms: u64) -> Self {
+        PeerDispatch {
+            match_index: -1,
+            last_ack_ms: now_ms,
+            alive: true,
+            epoch: 0,
+            state: DispatchState::Compare { index: None, waiting: false, retry_ms: 0 },
+            last_commit_sent: -1,
+        }
+    }
+}
+
+/// What a push call was for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PushCtx {
+    pub term: Term,
+    pub peer: usize,
+    pub epoch: u64,
+    pub kind: PushType,
+    pub first: Index,
+    pub count: usize,
+}
+
+impl<L: RaftLog> Node<L> {
+    fn dispatch(&mut self, peer: usize) -> Option<&mut PeerDispatch> {
+        self.leader.as_mut().map(|l| &mut l.peers[peer])
+    }
+
+    fn switch(&mut self, peer: usize, state: DispatchState) {
+        if let Some(d) = self.dispatch(peer) {
+            d.epoch += 1;
+            d.state = state;
+        }
+    }
+
+    fn to_compare(&mut self, peer: usize, index: Option<Index>, retry_ms: u64) {
+        self.switch(peer, DispatchState::Compare { index, waiting: false, retry_ms });
+    }
+
+    fn to_truncate(&mut self, peer: usize, index: Index) {
+        let now = self.now_ms;
+        self.switch(peer, DispatchState::Truncate { index, waiting: false, retry_ms: now });
+    }
+
+    fn to_append(&mut self, peer: usize, matched: Index) {
+        self.switch(peer, DispatchState::Append { next: matched + 1, inflight: BTreeMap::new() });
+        if let Some(d) = self.dispatch(peer) {
+            d.match_index = matched;
+            d.last_commit_sent = -1;
+        }
+    }
+
+    fn backoff_ms(&self) -> u64 {
+        self.now_ms + self.cfg.heartbeat_interval_ms
+    }
+
+    /// Send whatever each follower's dispatcher wants to send now.
+    pub(crate) fn pump_all(&mut self) {
+        for peer in 0..self.cfg.peers.len() {
+            if peer != self.me && self.ms.role == Role::Leader {
+                self.pump(peer);
+            }
+        }
+        self.maybe_send_transfer();
+    }
+
+    fn pump(&mut self, peer: usize) {
+        let now = self.now_ms;
+        let (begin, end) = (self.log.begin_index(), self.log.end_index());
+        let Some(d) = self.dispatch(peer) else { return };
+        match d.state.clone() {
+            DispatchState::Compare { index, waiting, retry_ms } => {
+                if waiting || now < retry_ms || end < begin {
+                    return;
+                }
+                let ci = index.filter(|i| (begin..=end).contains(i)).unwrap_or(end);
+                d.state = DispatchState::Compare { index: Some(ci), waiting: true, retry_ms };
+                self.send_single(peer, PushType::COMPARE, ci);
+            }
+            DispatchState::Truncate { index, waiting, retry_ms } => {
+                if waiting || now < retry_ms {
+                    return;
+                }
+                d.state = DispatchState::Truncate { index, waiting: true, retry_ms };
+                self.send_single(peer, PushType::TRUNCATE, index);
+            }
+            DispatchState::Append { .. } => self.pump_append(peer),
+        }
+    }
+
+    fn send_single(&mut self, peer: usize, kind: PushType, index: Index) {
+        match self.log.entry(index) {
+            Ok(e) => self.send_push(peer, kind, vec![e]),
+            Err(_) => self.to_compare(peer, None, self.backoff_ms()),
+        }
+    }
+
+    fn pump_append(&mut self, peer: usize) {
+        let now = self.now_ms;
+        let end = self.log.end_index();
+        let per_push = if self.cfg.enable_batch_push { self.cfg.max_batch_push_entries } else { 1 };
+        loop {
+            let Some(d) = self.dispatch(peer) else { return };
+            let DispatchState::Append { next, inflight } = &d.state else { return };
+            let next = *next;
+            if next > end || inflight.len() >= self.cfg.push_inflight_max {
+                break;
+            }
+            let entries = match self.log.entries(next, per_push, self.cfg.max_batch_push_bytes) {
+                Ok(v) if !v.is_empty() => v,
+                _ => {
+                    // Deleted below begin or unreadable: find a new common point (R11).
+                    self.to_compare(peer, None, self.backoff_ms());
+                    return;
+                }
+            };
+            let count = entries.len();
+            if let Some(d) = self.dispatch(peer) {
+                if let DispatchState::Append { next, inflight } = &mut d.state {
+                    inflight.insert(*next, Inflight { count, sent_ms: now, attempts: 0 });
+                    *next += count as Index;
+                }
+            }
+            self.send_push(peer, PushType::APPEND, entries);
+        }
+        // Retry the lowest unacknowledged push; a hole below it means the bookkeeping is off.
+        let committed = self.committed;
+        let push_timeout_ms = self.cfg.max_push_timeout_ms;
+        let Some(d) = self.dispatch(peer) else { return };
+        let (matched, last_commit_sent) = (d.match_index, d.last_commit_sent);
+        let DispatchState::Append { next, inflight } = &mut d.state else { return };
+        let next = *next;
+        let lowest = inflight.first_key_value().map(|(k, v)| (*k, *v));
+        match lowest {
+            Some((first, f)) => {
+                if first != matched + 1 {
+                    self.to_compare(peer, None, now);
+                    return;
+                }
+                if now.saturating_sub(f.sent_ms) < push_timeout_ms {
+                    return;
+                }
+                if f.attempts >= MAX_RESENDS {
+                    self.to_compare(peer, None, now);
+                    return;
+                }
+                if let Some(x) = inflight.get_mut(&first) {
+                    x.attempts += 1;
+                    x.sent_ms = now;
+                }
+                match self.log.entries(first, f.count, usize::MAX) {
+                    Ok(v) if !v.is_empty() => self.send_push(peer, PushType::APPEND, v),
+                    _ => self.to_compare(peer, None, self.backoff_ms()),
+                }
+            }
+            None => {
+                if next > end && committed > last_commit_sent {
+                    d.last_commit_sent = committed;
+                    self.send_push(peer, PushType::COMMIT, Vec::new());
+                }
+            }
+        }
+    }
+
+    fn send_push(&mut self, peer: usize, kind: PushType, entries: Vec<LogEntry>) {
+        let Some(epoch) = self.dispatch(peer).map(|d| d.epoch) else { return };
+        let first = entries.first().map_or(-1, |e| e.index);
+        let count = entries.len();
+        let wire: Vec<DLedgerEntry> = entries.iter().map(DLedgerEntry::from).collect();
+        let common = self.common_to(peer);
+        let batch = kind == PushType::APPEND && self.cfg.enable_batch_push;
+        let (entry, batch_entry) = if batch { (None, wire) } else { (wire.into_iter().next(), Vec::new()) };
+        let req = PushEntryRequest {
+            batch_entry,
+            code: DLedgerCode::SUCCESS,
+            commit_index: self.committed,
+            entry,
+            group: common.group,
+            leader_id: common.leader_id,
+            local_id: common.local_id,
+            remote_id: common.remote_id,
+            term: self.ms.term,
+            push_type: kind,
+        };
+        let ctx = PushCtx { term: self.ms.term, peer, epoch, kind, first, count };
+        self.call(peer, CallCtx::Push(ctx), Request::Push(req));
+    }
+
+    /// A follower answered (or did not answer) a push.
+    pub(crate) fn on_push_response(&mut self, ctx: PushCtx, result: Result<PushEntryResponse, CallFailure>) {
+        if let Ok(p) = &result {
+            if p.code == DLedgerCode::EXPIRED_TERM && p.term > self.ms.term {
+                self.become_follower(p.term, None);
+                return;
+            }
+        }
+        if self.ms.role != Role::Leader || ctx.term != self.ms.term {
+            return;
+        }
+        let now = self.now_ms;
+        let Some(d) = self.dispatch(ctx.peer) else { return };
+        if result.is_ok() {
+            d.last_ack_ms = now;
+        }
+        if ctx.epoch != d.epoch {
+            return;
+        }
+        let peer = ctx.peer;
+        match ctx.kind {
+            PushType::COMPARE => self.on_compare_response(peer, ctx.first, result),
+            PushType::TRUNCATE => match result {
+                Ok(p) if p.code == DLedgerCode::SUCCESS => self.to_append(peer, ctx.first),
+                _ => self.to_compare(peer, None, self.backoff_ms()),
+            },
+            PushType::APPEND => match result {
+                Ok(p) if p.code == DLedgerCode::SUCCESS => {
+                    let last = ctx.first + ctx.count as Index - 1;
+                    if let Some(d) = self.dispatch(peer) {
+                        d.match_index = d.match_index.max(last);
+                        let m = d.match_index;
+                        if let DispatchState::Append { inflight, .. } = &mut d.state {
+                            inflight.retain(|&f, x| f + x.count as Index - 1 > m);
+                        }
+                    }
+                }
+                Ok(p) if p.code == DLedgerCode::REPEATED_PUSH => {}
+                Ok(p) if p.code == DLedgerCode::INCONSISTENT_STATE => {
+                    if !bug!(self.cfg, no_recompare) {
+                        self.to_compare(peer, None, now);
+                    }
+                }
+                Ok(_) => self.to_compare(peer, None, self.backoff_ms()),
+                Err(_) => {}
+            },
+            PushType::COMMIT => {}
+        }
+    }
+
+    fn on_compare_response(&mut self, peer: usize, ci: Index, result: Result<PushEntryResponse, CallFailure>) {
+        let (lb, le) = (self.log.begin_index(), self.log.end_index());
+        match result {
+            Ok(p) if p.code == DLedgerCode::SUCCESS => {
+                if p.end_index == ci {
+                    self.to_append(peer, ci);
+                } else if p.end_index > ci {
+                    self.to_truncate(peer, ci);
+                } else {
+                    self.to_compare(peer, None, self.backoff_ms());
+                }
+            }
+            Ok(p) if p.code == DLedgerCode::INCONSISTENT_STATE => {
+                let (fb, fe) = (p.begin_index, p.end_index);
+                let next = if fe < lb || (fb >= 0 && fb > le) || (fb >= 0 && ci < fb) {
+                    None
+                } else if ci > fe {
+                    Some(fe)
+                } else {
+                    Some(ci - 1)
+                };
+                match next {
+                    Some(n) if n >= lb => self.to_compare(peer, Some(n), self.now_ms),
+                    _ => self.to_truncate(peer, lb),
+                }
+            }
+            _ => self.to_compare(peer, Some(ci), self.backoff_ms()),
+        }
+    }
+}

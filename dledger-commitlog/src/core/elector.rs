@@ -1,0 +1,428 @@
+//! DLedgerLeaderElector: votes, heartbeats, leases and leadership transfer.
+//!
+//! Rules (spec §7-§8 with this project's safety changes):
+//! * a vote is granted only to a candidate whose log is at least as up to date, comparing the
+//!   term of the last *entry* and then the last index (R2);
+//! * pre-vote (R10): a candidate first asks "would you vote for me at term+1?"; members that
+//!   heard from a live leader within the lease say no, so a rejoining node cannot bump terms;
+//! * any higher term seen in a request or a rejection is adopted (persisted) at once, instead of
+//!   DLedger's TERM_NOT_READY round trip;
+//! * a leader that has not heard from a quorum within the lease steps down (check quorum);
+//! * leadership transfer: the leader stops taking proposals, catches the transferee up, then
+//!   asks it to campaign at once (no pre-vote); aborted after `leadershipTransferWaitTimeout`
+//!   plus one vote interval.
+
+use super::log::RaftLog;
+use super::member_state::Role;
+use super::messages::{
+    Common, DLedgerCode, HeartBeatRequest, HeartBeatResponse, LeadershipTransferRequest,
+    LeadershipTransferResponse, Request, VoteRequest, VoteResponse, VoteResult,
+};
+use super::node::{Action, CallCtx, CallFailure, Node, ProposeError, Transfer};
+
+impl<L: RaftLog> Node<L> {
+    /// Start an election round: a pre-vote (unless disabled or `forced`), else a real vote.
+    pub(crate) fn start_round(&mut self, forced: bool) {
+        self.election.next_round_ms = self.now_ms + self.round_delay();
+        if self.cfg.pre_vote && !forced {
+            let term = self.ms.term + 1;
+            self.election.round = Some((term, true));
+            self.election.granted = vec![self.me];
+            self.send_votes(term, true);
+            self.check_votes();
+        } else {
+            self.start_real_vote();
+        }
+    }
+
+    fn start_real_vote(&mut self) {
+        let term = self.ms.term + 1;
+        self.ms.raise_term(term);
+        self.ms.voted_for = Some(self.cfg.self_id.clone());
+        self.ms.role = Role::Candidate;
+        self.persist();
+        self.clear_buffer();
+        self.buffer.verified_end = -1;
+        self.drop_deferred();
+        self.election.round = Some((term, false));
+        self.election.granted = vec![self.me];
+        self.send_votes(term, false);
+        self.check_votes();
+    }
+
+    fn send_votes(&mut self, term: i64, pre: bool) {
+        let end_term = if bug!(self.cfg, ledger_end_term_is_curr_term) {
+            self.ms.term
+        } else {
+            self.log.end_term()
+        };
+        for peer in 0..self.cfg.peers.len() {
+            if peer == self.me {
+                continue;
+            }
+            let req = VoteRequest {
+                code: DLedgerCode::SUCCESS,
+                group: Some(self.cfg.group.clone()),
+                leader_id: Some(self.cfg.self_id.clone()),
+                ledger_end_index: self.log.end_index(),
+                ledger_end_term: end_term,
+                local_id: Some(self.cfg.self_id.clone()),
+                pre_vote: pre,
+                remote_id: Some(self.cfg.peers[peer].clone()),
+                term,
+            };
+            self.call(peer, CallCtx::Vote { term, pre }, Request::Vote(req));
+        }
+    }
+
+    fn check_votes(&mut self) {
+        let Some((term, pre)) = self.election.round else { return };
+        if self.election.granted.len() < self.cfg.quorum() || self.ms.role != Role::Candidate {
+            return;
+        }
+        if pre {
+            self.start_real_vote();
+        } else if term == self.ms.term {
+            self.become_leader();
+        }
+    }
+
+    /// Is a live leader known (this member leads, or heard from its leader within the lease)?
+    fn leader_lease_valid(&self) -> bool {
+        match self.ms.role {
+            Role::Leader => true,
+            Role::Follower => {
+                self.ms.leader.is_some()
+                    && self.now_ms.saturating_sub(self.ms.last_leader_contact_ms) < self.cfg.lease_ms()
+            }
+            Role::Candidate => false,
+        }
+    }
+
+    /// Handle VOTE (real or pre-vote); the caller responds after any PersistHardState.
+    pub(crate) fn on_vote_request(&mut self, r: &VoteRequest) -> VoteResponse {
+        let result = self.decide_vote(r);
+        VoteResponse {
+            code: DLedgerCode::SUCCESS,
+            group: r.group.clone(),
+            leader_id: r.leader_id.clone(),
+            local_id: r.local_id.clone(),
+            remote_id: r.remote_id.clone(),
+            term: self.ms.term,
+            vote_result: result,
+        }
+    }
+
+    fn decide_vote(&mut self, r: &VoteRequest) -> VoteResult {
+        let Some(cand) = r.leader_id.as_deref().and_then(|c| self.peer_index(c)) else {
+            return VoteResult::REJECT_UNKNOWN_LEADER;
+        };
+        if cand == self.me {
+            return VoteResult::REJECT_UNEXPECTED_LEADER;
+        }
+        if r.term < self.ms.term {
+            return VoteResult::REJECT_EXPIRED_VOTE_TERM;
+        }
+        if r.pre_vote {
+            if self.leader_lease_valid() {
+                return VoteResult::REJECT_ALREADY_HAS_LEADER;
+            }
+            return self.log_check(r).unwrap_or(VoteResult::ACCEPT);
+        }
+        if r.term > self.ms.term {
+            // A real vote at a higher term passed a pre-vote quorum (or is a transfer).
+            match self.ms.role {
+                Role::Candidate => self.adopt_term(r.term),
+                _ => self.become_follower(r.term, None),
+            }
+        }
+        if let Some(reject) = self.log_check(r) {
+            return reject;
+        }
+        match self.ms.voted_for.as_deref() {
+            Some(v) if v != self.cfg.peers[cand] => {
+                if self.ms.leader.is_some() {
+                    VoteResult::REJECT_ALREADY_HAS_LEADER
+                } else {
+                    VoteResult::REJECT_ALREADY_VOTED
+                }
+            }
+            _ => {
+                self.ms.voted_for = Some(self.cfg.peers[cand].clone());
+                if !bug!(self.cfg, vote_not_persisted) {
+                    self.persist();
+                }
+                // Granting a vote restarts our patience with the (future) leader.
+                self.ms.last_leader_contact_ms = self.now_ms;
+                if self.ms.role == Role::Candidate {
+                    self.election.next_round_ms = self.now_ms + self.round_delay();
+                }
+                VoteResult::ACCEPT
+            }
+        }
+    }
+
+    /// R2: compare the candidate's last entry term, then its last index, with ours.
+    fn log_check(&self, r: &VoteRequest) -> Option<VoteResult> {
+        let (my_term, my_end) = (self.log.end_term(), self.log.end_index());
+        if r.ledger_end_term < my_term {
+            Some(VoteResult::REJECT_EXPIRED_LEDGER_TERM)
+        } else if r.ledger_end_term == my_term && r.ledger_end_index < my_end {
+            Some(VoteResult::REJECT_SMALL_LEDGER_END_INDEX)
+        } else {
+            None
+        }
+    }
+
+    pub(crate) fn on_vote_response(&mut self, term: i64, pre: bool, v: &VoteResponse) {
+        if v.term > self.ms.term && v.vote_result != VoteResult::ACCEPT {
+            // Someone is ahead: catch up the term, keep campaigning after a pause.
+            self.adopt_term(v.term);
+            if self.ms.role == Role::Candidate {
+                self.election.round = None;
+                self.election.next_round_ms = self.now_ms + self.round_delay();
+            }
+            return;
+        }
+        if self.ms.role != Role::Candidate || self.election.round != Some((term, pre)) {
+            return;
+        }
+        if v.vote_result == VoteResult::ACCEPT {
+            if let Some(p) = v.remote_id.as_deref().and_then(|id| self.peer_index(id)) {
+                if !self.election.granted.contains(&p) {
+                    self.election.granted.push(p);
+                }
+            }
+            self.check_votes();
+        }
+    }
+
+    /// Accept `leader` as the leader of `term` if the rules allow (shared by HEART_BEAT and
+    /// PUSH); returns the error code otherwise.
+    pub(crate) fn accept_leader(&mut self, leader_id: Option<&str>, term: i64) -> Result<usize, DLedgerCode> {
+        let Some(leader) = leader_id.and_then(|l| self.peer_index(l)) else {
+            return Err(DLedgerCode::UNKNOWN_MEMBER);
+        };
+        if leader == self.me {
+            return Err(DLedgerCode::UNEXPECTED_MEMBER);
+        }
+        if term < self.ms.term {
+            return Err(DLedgerCode::EXPIRED_TERM);
+        }
+        if term == self.ms.term {
+            match (self.ms.role, self.ms.leader) {
+                (Role::Leader, _) => return Err(DLedgerCode::INCONSISTENT_LEADER),
+                (Role::Follower, Some(l)) if l != leader => return Err(DLedgerCode::INCONSISTENT_LEADER),
+                (Role::Follower, Some(_)) => {
+                    self.ms.last_leader_contact_ms = self.now_ms;
+                    return Ok(leader);
+                }
+                _ => {}
+            }
+        }
+        self.become_follower(term, Some(leader));
+        Ok(leader)
+    }
+
+    pub(crate) fn on_heartbeat_request(&mut self, r: &HeartBeatRequest) -> HeartBeatResponse {
+        match self.accept_leader(r.leader_id.as_deref(), r.term) {
+            Ok(_) => Common::default(),
+            Err(code) => Common {
+                code,
+                leader_id: self.leader_id().map(str::to_owned),
+                term: self.ms.term,
+                ..r.clone()
+            },
+        }
+    }
+
+    pub(crate) fn send_heartbeats(&mut self) {
+        let term = self.ms.term;
+        for peer in 0..self.cfg.peers.len() {
+            if peer != self.me {
+                let req = self.common_to(peer);
+                self.call(peer, CallCtx::HeartBeat { term, peer }, Request::HeartBeat(req));
+            }
+        }
+        let next = self.now_ms + self.cfg.heartbeat_interval_ms;
+        if let Some(l) = self.leader.as_mut() {
+            l.next_heartbeat_ms = next;
+        }
+    }
+
+    pub(crate) fn on_heartbeat_response(&mut self, term: i64, peer: usize, r: Result<HeartBeatResponse, CallFailure>) {
+        let now = self.now_ms;
+        match r {
+            Ok(h) if h.code == DLedgerCode::SUCCESS => {
+                if term == self.ms.term {
+                    if let Some(l) = self.leader.as_mut() {
+                        l.peers[peer].last_ack_ms = now;
+                        l.peers[peer].alive = true;
+                    }
+                }
+            }
+            Ok(h) if h.code == DLedgerCode::EXPIRED_TERM && h.term > self.ms.term => {
+                self.become_follower(h.term, None);
+            }
+            Ok(h) if h.code == DLedgerCode::INCONSISTENT_LEADER && term == self.ms.term => {
+                if self.ms.role == Role::Leader {
+                    self.become_candidate();
+                }
+            }
+            Ok(_) => {}
+            Err(_) => {
+                if term == self.ms.term {
+                    if let Some(l) = self.leader.as_mut() {
+                        l.peers[peer].alive = false;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Leader maintenance: heartbeats, lease (check quorum), proposal timeouts, transfer.
+    pub(crate) fn leader_tick(&mut self) {
+        let now = self.now_ms;
+        let lease = self.cfg.lease_ms();
+        let me = self.me;
+        let quorum = self.cfg.quorum();
+        let Some(l) = self.leader.as_mut() else { return };
+        let live = l
+            .peers
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| *i == me || now.saturating_sub(p.last_ack_ms) < lease)
+            .count();
+        if live < quorum {
+            tracing::info!(me = %self.cfg.self_id, term = self.ms.term, "lost the quorum; stepping down");
+            self.become_candidate();
+            return;
+        }
+        let expired = l.pending.take_expired(now);
+        if l.transfer.as_ref().is_some_and(|t| t.deadline_ms <= now) {
+            l.transfer = None;
+        }
+        let heartbeat_due = now >= l.next_heartbeat_ms;
+        let preferred_due = now >= l.next_preferred_check_ms;
+        if preferred_due {
+            l.next_preferred_check_ms = now + 1_000;
+        }
+        for p in expired {
+            self.actions.push_back(Action::ProposeDone { id: p.id, result: Err(ProposeError::Timeout) });
+        }
+        if heartbeat_due {
+            self.send_heartbeats();
+        }
+        if preferred_due {
+            self.check_preferred_leader();
+        }
+    }
+
+    fn check_preferred_leader(&mut self) {
+        if self.cfg.preferred_leader_ids.is_empty() || self.cfg.preferred_leader_ids.contains(&self.cfg.self_id) {
+            return;
+        }
+        let end = self.log.end_index();
+        let lease = self.cfg.lease_ms();
+        let now = self.now_ms;
+        let Some(l) = self.leader.as_ref() else { return };
+        if l.transfer.is_some() {
+            return;
+        }
+        let best = self
+            .cfg
+            .preferred_leader_ids
+            .iter()
+            .filter_map(|id| self.peer_index(id))
+            .filter(|&p| p != self.me && l.peers[p].alive && now.saturating_sub(l.peers[p].last_ack_ms) < lease)
+            .map(|p| (end - l.peers[p].match_index, p))
+            .filter(|(lag, _)| *lag < self.cfg.transfer_max_lag())
+            .min();
+        if let Some((_, p)) = best {
+            let id = self.cfg.peers[p].clone();
+            self.start_transfer(&id);
+        }
+    }
+
+    /// Begin handing leadership to `to` (spec §8 step 1-2).
+    pub(crate) fn start_transfer(&mut self, to: &str) -> DLedgerCode {
+        let Some(peer) = self.peer_index(to).filter(|&p| p != self.me) else {
+            return DLedgerCode::UNKNOWN_MEMBER;
+        };
+        let end = self.log.end_index();
+        let deadline = self.now_ms + self.cfg.leadership_transfer_wait_timeout_ms + self.cfg.max_vote_interval_ms;
+        let max_lag = self.cfg.transfer_max_lag();
+        let Some(l) = self.leader.as_mut() else {
+            return DLedgerCode::NOT_LEADER;
+        };
+        if end - l.peers[peer].match_index > max_lag {
+            return DLedgerCode::FALL_BEHIND_TOO_MUCH;
+        }
+        if l.transfer.is_some() {
+            return DLedgerCode::LEADER_TRANSFERRING;
+        }
+        l.transfer = Some(Transfer { peer, sent: false, deadline_ms: deadline });
+        DLedgerCode::SUCCESS
+    }
+
+    /// Once the transferee holds our whole log, ask it to take over.
+    pub(crate) fn maybe_send_transfer(&mut self) {
+        let mark = self.self_mark();
+        let term = self.ms.term;
+        let Some(l) = self.leader.as_mut() else { return };
+        let Some(t) = l.transfer.as_mut() else { return };
+        if t.sent || l.peers[t.peer].match_index < mark {
+            return;
+        }
+        t.sent = true;
+        let peer = t.peer;
+        let req = self.transfer_request(peer);
+        self.call(peer, CallCtx::Transfer { term }, Request::LeadershipTransfer(req));
+    }
+
+    /// Whether proposals are refused because a transfer is running.
+    pub(crate) fn transferring(&self) -> bool {
+        self.leader.as_ref().is_some_and(|l| l.transfer.is_some())
+    }
+
+    pub(crate) fn on_transfer_request(&mut self, r: &LeadershipTransferRequest) -> LeadershipTransferResponse {
+        let code = if r.transferee_id.as_deref() == Some(self.cfg.self_id.as_str()) {
+            self.take_leadership(r)
+        } else if let Some(to) = r.transferee_id.clone() {
+            if r.term != self.ms.term {
+                DLedgerCode::INCONSISTENT_TERM
+            } else {
+                self.start_transfer(&to)
+            }
+        } else {
+            DLedgerCode::UNEXPECTED_ARGUMENT
+        };
+        Common {
+            code,
+            group: r.group.clone(),
+            leader_id: self.leader_id().map(str::to_owned),
+            local_id: r.local_id.clone(),
+            remote_id: r.remote_id.clone(),
+            term: self.ms.term,
+        }
+    }
+
+    /// Transferee side (spec §8 step 3): campaign at once if caught up.
+    fn take_leadership(&mut self, r: &LeadershipTransferRequest) -> DLedgerCode {
+        let from = r.transfer_id.as_deref().and_then(|id| self.peer_index(id));
+        if self.ms.role != Role::Follower || from.is_none() || self.ms.leader != from {
+            return DLedgerCode::INCONSISTENT_LEADER;
+        }
+        if r.term != self.ms.term {
+            return DLedgerCode::INCONSISTENT_TERM;
+        }
+        if self.log.end_index() < r.take_leadership_ledger_index {
+            return DLedgerCode::TAKE_LEADERSHIP_FAILED;
+        }
+        self.ms.role = Role::Candidate;
+        self.ms.leader = None;
+        self.actions.push_back(Action::RoleChanged { role: Role::Candidate, term: self.ms.term, leader: None });
+        self.start_round(true);
+        DLedgerCode::SUCCESS
+    }
+}
