@@ -1,1 +1,109 @@
-//! placeholder until the crate's issue lands
+//! RocketMQ "remoting" protocol (spec `remoting.md`): frames, commands, typed headers and
+//! JSON bodies, plus an async server and client on tokio.
+//!
+//! # Layers
+//!
+//! ```text
+//!  server.rs / client.rs      accept loop, connection cap, shutdown | per-address connection + backoff
+//!          \      /
+//!     connection.rs           reader task (routes by RESPONSE bit) + writer task (bounded queue)
+//!          |                  + one task per incoming request -> processor.rs (registry by code)
+//!     codec.rs                tokio-util Decoder/Encoder (thin adapter)
+//!          |
+//!     command.rs              RemotingCommand <-> header/json.rs | header/binary.rs
+//!          |
+//!     frame.rs                pure: length words, limits, split into header/body (no alloc)
+//!
+//!  code.rs     open newtypes RequestCode / ResponseCode / LanguageCode
+//!  headers/    typed extFields structs (CommandHeader)      body/  shared JSON bodies
+//! ```
+//!
+//! # Invariants
+//!
+//! * Limits are checked before any allocation; bad bytes from the network never panic.
+//!   A framing or header error closes the connection (logged); a semantic error (unknown
+//!   code, bad custom header) is answered with a response code.
+//! * Every incoming frame is routed by its RESPONSE bit first; oneway requests are never
+//!   answered; a response uses the serialization of its request.
+//! * extFields values are always written as strings (Go client); JSON headers are written
+//!   exactly as Java writes them and read leniently (C++/Go/JS clients).
+//! * Every channel is bounded, every call has a timeout, no std lock is held across `.await`.
+//!
+//! # Usage
+//!
+//! ```
+//! use std::time::Duration;
+//! use remoting::{
+//!     processor_fn, ClientConfig, RemotingClient, RemotingCommand, RemotingServer, RequestCode,
+//!     ResponseCode, ServerConfig,
+//! };
+//! use remoting::headers::{GetRouteInfoRequestHeader, QueryConsumerOffsetResponseHeader};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), remoting::RemotingError> {
+//! // Server: one processor per request code; unknown codes get REQUEST_CODE_NOT_SUPPORTED.
+//! let server = RemotingServer::builder(ServerConfig::default())
+//!     .register(
+//!         RequestCode::GET_ROUTEINFO_BY_TOPIC,
+//!         processor_fn(|_conn, request| async move {
+//!             let header = match request.decode_header::<GetRouteInfoRequestHeader>() {
+//!                 Ok(h) => h,
+//!                 Err(e) => return Some(e.to_response()),
+//!             };
+//!             Some(
+//!                 RemotingCommand::success()
+//!                     .with_header(&QueryConsumerOffsetResponseHeader { offset: 42 })
+//!                     .with_body(format!("route of {}", header.topic)),
+//!             )
+//!         }),
+//!     )
+//!     .bind("127.0.0.1:0".parse().unwrap())
+//!     .await?;
+//!
+//! // Client: connections are created per address on first use.
+//! let client = RemotingClient::new(ClientConfig::default());
+//! let request = RemotingCommand::request(
+//!     RequestCode::GET_ROUTEINFO_BY_TOPIC,
+//!     &GetRouteInfoRequestHeader { topic: "TopicTest".into(), ..Default::default() },
+//! );
+//! let response = client.invoke(server.local_addr(), request, Duration::from_secs(3)).await?;
+//! assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+//! assert_eq!(response.body().as_ref(), b"route of TopicTest");
+//! let offset: QueryConsumerOffsetResponseHeader = response.decode_header()?;
+//! assert_eq!(offset.offset, 42);
+//!
+//! client.shutdown().await;
+//! server.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! A processor can also be a struct implementing [`RequestProcessor`]; the
+//! [`ConnectionHandle`] it receives can be stored and used later to `invoke` /
+//! `invoke_oneway` requests on the same connection (CHECK_TRANSACTION_STATE,
+//! NOTIFY_CONSUMER_IDS_CHANGED). A [`ConnectionListener`] is told when connections close.
+
+pub mod client;
+pub mod code;
+pub mod codec;
+pub mod command;
+pub mod connection;
+pub mod error;
+pub mod frame;
+pub mod header;
+pub mod headers;
+pub mod processor;
+pub mod server;
+
+pub use client::{ClientConfig, RemotingClient};
+pub use code::{LanguageCode, RequestCode, ResponseCode};
+pub use codec::RemotingCodec;
+pub use command::{ExtFields, RemotingCommand, DEFAULT_VERSION, FLAG_ONEWAY, FLAG_RESPONSE};
+pub use connection::{ConnectionConfig, ConnectionHandle, ConnectionId};
+pub use error::{FrameError, HeaderError, RemotingError, WireHeaderError};
+pub use frame::SerializeType;
+pub use headers::CommandHeader;
+pub use processor::{
+    processor_fn, ConnectionListener, ProcessFuture, ProcessorRegistry, RequestProcessor,
+};
+pub use server::{RemotingServer, ServerBuilder, ServerConfig};

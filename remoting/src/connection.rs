@@ -1,0 +1,577 @@
+//! One TCP connection, used by both server and client: a reader task, a writer task fed by a
+//! bounded channel, and a cheap cloneable [`ConnectionHandle`].
+//!
+//! Owns: the socket, the `opaque -> waiter` map of requests *this side* sent, routing of every
+//! incoming frame by the RESPONSE bit first (both peers send requests on one connection),
+//! idle and partial-frame deadlines, and spawning processor tasks for incoming requests.
+//! Must not: block the reader on a processor or on the writer (a held long-poll pull must not
+//! delay other responses), or hold a std lock across `.await`.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::FutureExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::code::ResponseCode;
+use crate::command::{next_opaque, RemotingCommand, FLAG_ONEWAY, FLAG_RESPONSE};
+use crate::error::{FrameError, RemotingError};
+use crate::frame::{self, SerializeType, DEFAULT_MAX_FRAME_LEN};
+use crate::processor::{ConnectionListener, RequestProcessor};
+
+/// Process-unique id of a connection (stable key for maps of client channels).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnectionId(pub u64);
+
+impl fmt::Display for ConnectionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "conn-{}", self.0)
+    }
+}
+
+static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Limits and timings of one connection.
+#[derive(Debug, Clone)]
+pub struct ConnectionConfig {
+    /// Close after this long with no read and no write (Java: 120 s).
+    pub idle_timeout: Duration,
+    /// A started frame must be complete within this time (slow-drip protection).
+    pub frame_deadline: Duration,
+    /// Largest accepted total-length word.
+    pub max_frame_len: usize,
+    /// Capacity (frames) of the writer's queue.
+    pub write_queue_frames: usize,
+    /// Requests this side may have outstanding on the connection.
+    pub max_inflight_requests: usize,
+    /// Incoming requests processed concurrently; beyond it the peer gets SYSTEM_BUSY.
+    pub max_concurrent_requests: usize,
+}
+
+impl Default for ConnectionConfig {
+    fn default() -> Self {
+        ConnectionConfig {
+            idle_timeout: Duration::from_secs(120),
+            frame_deadline: Duration::from_secs(30),
+            max_frame_len: DEFAULT_MAX_FRAME_LEN,
+            write_queue_frames: 4096,
+            max_inflight_requests: 65_536,
+            max_concurrent_requests: 65_536,
+        }
+    }
+}
+
+/// Java's remark when a request is rejected for overload.
+pub const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a while";
+
+struct Shared {
+    id: ConnectionId,
+    remote: SocketAddr,
+    local: SocketAddr,
+    tx: mpsc::Sender<Bytes>,
+    pending: Mutex<HashMap<i32, oneshot::Sender<RemotingCommand>>>,
+    closed: CancellationToken,
+    config: ConnectionConfig,
+    epoch: Instant,
+    last_activity_ms: AtomicU64,
+}
+
+impl Shared {
+    fn pending(&self) -> MutexGuard<'_, HashMap<i32, oneshot::Sender<RemotingCommand>>> {
+        // A poisoned map only means a panic elsewhere while holding it; the map is still valid.
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn touch(&self) {
+        let ms = self.epoch.elapsed().as_millis() as u64;
+        self.last_activity_ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn last_activity(&self) -> Instant {
+        self.epoch + Duration::from_millis(self.last_activity_ms.load(Ordering::Relaxed))
+    }
+}
+
+/// A cloneable handle to a live (or closed) connection. Processors receive one; the broker may
+/// store it to send requests to the client later.
+#[derive(Clone)]
+pub struct ConnectionHandle {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for ConnectionHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnectionHandle")
+            .field("id", &self.shared.id)
+            .field("remote", &self.shared.remote)
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+/// Removes a waiter from the pending map when the invoking future ends early (timeout or drop).
+struct PendingGuard<'a> {
+    shared: &'a Shared,
+    opaque: i32,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        self.shared.pending().remove(&self.opaque);
+    }
+}
+
+impl ConnectionHandle {
+    /// Process-unique connection id.
+    pub fn id(&self) -> ConnectionId {
+        self.shared.id
+    }
+
+    /// The peer's address.
+    pub fn remote_addr(&self) -> SocketAddr {
+        self.shared.remote
+    }
+
+    /// This side's address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.local
+    }
+
+    /// True once the connection is closed (no more frames in either direction).
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.is_cancelled()
+    }
+
+    /// Resolves when the connection closes.
+    pub async fn closed(&self) {
+        self.shared.closed.cancelled().await
+    }
+
+    /// Closes the connection; pending invokes fail with `ConnectionClosed`.
+    pub fn close(&self) {
+        self.shared.closed.cancel();
+        self.shared.pending().clear();
+    }
+
+    /// Requests this side sent that still wait for a response.
+    pub fn inflight(&self) -> usize {
+        self.shared.pending().len()
+    }
+
+    fn closed_error(&self) -> RemotingError {
+        RemotingError::ConnectionClosed {
+            addr: self.shared.remote,
+        }
+    }
+
+    fn timeout_error(&self, timeout: Duration) -> RemotingError {
+        RemotingError::Timeout {
+            addr: self.shared.remote,
+            timeout,
+        }
+    }
+
+    fn encode(&self, cmd: &RemotingCommand) -> Result<Bytes, RemotingError> {
+        let mut buf = BytesMut::new();
+        cmd.encode(&mut buf, self.shared.config.max_frame_len)?;
+        Ok(buf.freeze())
+    }
+
+    async fn enqueue(&self, frame: Bytes, deadline: Instant) -> Result<(), RemotingError> {
+        if self.is_closed() {
+            return Err(self.closed_error());
+        }
+        match tokio::time::timeout_at(deadline, self.shared.tx.send(frame)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(self.closed_error()),
+            Err(_) => Err(self.timeout_error(deadline.saturating_duration_since(Instant::now()))),
+        }
+    }
+
+    /// Sends a request and waits for its response. A fresh opaque is assigned; the response
+    /// bit and oneway bit are cleared.
+    pub async fn invoke(
+        &self,
+        mut request: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<RemotingCommand, RemotingError> {
+        let deadline = Instant::now() + timeout;
+        let opaque = next_opaque();
+        request.set_opaque(opaque);
+        request.set_flag(request.flag() & !(FLAG_RESPONSE | FLAG_ONEWAY));
+        let frame = self.encode(&request)?;
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut pending = self.shared.pending();
+            if pending.len() >= self.shared.config.max_inflight_requests {
+                return Err(RemotingError::TooManyInflight {
+                    addr: self.shared.remote,
+                    max: self.shared.config.max_inflight_requests,
+                });
+            }
+            pending.insert(opaque, tx);
+        }
+        let _guard = PendingGuard {
+            shared: &self.shared,
+            opaque,
+        };
+        // Checked after inserting: `close` cancels before clearing the map.
+        if self.is_closed() {
+            return Err(self.closed_error());
+        }
+        self.enqueue(frame, deadline).await.map_err(|e| match e {
+            RemotingError::Timeout { .. } => self.timeout_error(timeout),
+            other => other,
+        })?;
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(_)) => Err(self.closed_error()),
+            Err(_) => Err(self.timeout_error(timeout)),
+        }
+    }
+
+    /// Sends a oneway request (no response expected). Waits at most `timeout` for room in the
+    /// write queue.
+    pub async fn invoke_oneway(
+        &self,
+        mut request: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<(), RemotingError> {
+        request.set_opaque(next_opaque());
+        request.set_flag((request.flag() & !FLAG_RESPONSE) | FLAG_ONEWAY);
+        let frame = self.encode(&request)?;
+        self.enqueue(frame, Instant::now() + timeout)
+            .await
+            .map_err(|e| match e {
+                RemotingError::Timeout { .. } => self.timeout_error(timeout),
+                other => other,
+            })
+    }
+
+    /// Writes a command as is (e.g. a response built by hand). Waits for room in the queue.
+    pub async fn send(&self, cmd: &RemotingCommand) -> Result<(), RemotingError> {
+        let frame = self.encode(cmd)?;
+        if self.is_closed() {
+            return Err(self.closed_error());
+        }
+        self.shared
+            .tx
+            .send(frame)
+            .await
+            .map_err(|_| self.closed_error())
+    }
+
+    fn complete(&self, response: RemotingCommand) {
+        let waiter = self.shared.pending().remove(&response.opaque());
+        match waiter {
+            Some(w) => {
+                // The waiter may have timed out meanwhile; nothing to do then.
+                let _ = w.send(response);
+            }
+            None => tracing::debug!(
+                conn = %self.shared.id,
+                peer = %self.shared.remote,
+                opaque = response.opaque(),
+                code = response.code(),
+                "response matches no outstanding request; dropped"
+            ),
+        }
+    }
+}
+
+/// What a connection needs from its owner (server or client).
+#[derive(Clone)]
+pub(crate) struct ConnectionContext {
+    pub config: ConnectionConfig,
+    pub processor: Arc<dyn RequestProcessor>,
+    pub listener: Option<Arc<dyn ConnectionListener>>,
+    /// Processor tasks, tracked so shutdown can drain them.
+    pub tasks: TaskTracker,
+    /// Reader and writer tasks.
+    pub io: TaskTracker,
+    /// Stop reading new frames (graceful shutdown, first phase).
+    pub stop_reading: CancellationToken,
+    /// Parent of every connection's close token (shutdown, last phase).
+    pub close_all: CancellationToken,
+}
+
+/// Starts reader and writer tasks for `stream` and returns its handle.
+pub(crate) fn spawn_connection(
+    stream: TcpStream,
+    ctx: ConnectionContext,
+) -> std::io::Result<ConnectionHandle> {
+    let remote = stream.peer_addr()?;
+    let local = stream.local_addr()?;
+    stream.set_nodelay(true)?;
+    let (read_half, write_half) = stream.into_split();
+    let (tx, rx) = mpsc::channel(ctx.config.write_queue_frames.max(1));
+    let shared = Arc::new(Shared {
+        id: ConnectionId(NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed)),
+        remote,
+        local,
+        tx,
+        pending: Mutex::new(HashMap::new()),
+        closed: ctx.close_all.child_token(),
+        config: ctx.config.clone(),
+        epoch: Instant::now(),
+        last_activity_ms: AtomicU64::new(0),
+    });
+    let handle = ConnectionHandle { shared };
+    if let Some(l) = &ctx.listener {
+        l.on_connect(&handle);
+    }
+    tracing::debug!(conn = %handle.id(), peer = %remote, "connection open");
+    let writer_done = CancellationToken::new();
+    let io = ctx.io.clone();
+    io.spawn(writer_loop(
+        handle.clone(),
+        write_half,
+        rx,
+        writer_done.clone(),
+    ));
+    io.spawn(reader_loop(handle.clone(), read_half, ctx, writer_done));
+    Ok(handle)
+}
+
+async fn writer_loop(
+    conn: ConnectionHandle,
+    write_half: OwnedWriteHalf,
+    mut rx: mpsc::Receiver<Bytes>,
+    done: CancellationToken,
+) {
+    let mut out = BufWriter::with_capacity(64 * 1024, write_half);
+    let closed = conn.shared.closed.clone();
+    let mut interrupted = false;
+    let mut failure: Option<std::io::Error> = None;
+    loop {
+        let first = tokio::select! {
+            biased;
+            f = rx.recv() => f,
+            _ = closed.cancelled() => None,
+        };
+        let Some(first) = first else { break };
+        let batch = async {
+            out.write_all(&first).await?;
+            // Batch whatever is already queued into one flush.
+            let mut batched = 1;
+            while batched < 256 {
+                match rx.try_recv() {
+                    Ok(f) => {
+                        out.write_all(&f).await?;
+                        batched += 1;
+                    }
+                    Err(_) => break,
+                }
+            }
+            out.flush().await
+        };
+        // A peer that stops reading must not pin this task once the connection is closed.
+        let r = tokio::select! {
+            r = batch => r,
+            _ = closed.cancelled() => {
+                interrupted = true;
+                break;
+            }
+        };
+        if let Err(e) = r {
+            failure = Some(e);
+            break;
+        }
+        conn.shared.touch();
+    }
+    if failure.is_none() && !interrupted {
+        // Closing: write what was already queued (responses of drained processors), then FIN.
+        let drain = async {
+            while let Ok(f) = rx.try_recv() {
+                out.write_all(&f).await?;
+            }
+            out.flush().await?;
+            out.shutdown().await
+        };
+        if let Ok(Err(e)) = tokio::time::timeout(Duration::from_secs(2), drain).await {
+            failure = Some(e);
+        }
+    }
+    if let Some(e) = failure {
+        tracing::debug!(conn = %conn.id(), peer = %conn.remote_addr(), error = %e, "write failed; closing");
+    }
+    conn.close();
+    done.cancel();
+}
+
+/// Why the reader stopped.
+enum ReadEnd {
+    Eof,
+    Closed,
+    Io(std::io::Error),
+    Frame(FrameError),
+    Idle,
+    FrameDeadline,
+}
+
+async fn reader_loop(
+    conn: ConnectionHandle,
+    mut read_half: OwnedReadHalf,
+    ctx: ConnectionContext,
+    writer_done: CancellationToken,
+) {
+    let semaphore = Arc::new(Semaphore::new(ctx.config.max_concurrent_requests.max(1)));
+    let end = read_frames(&conn, &mut read_half, &ctx, &semaphore).await;
+    match &end {
+        ReadEnd::Eof => {
+            tracing::debug!(conn = %conn.id(), peer = %conn.remote_addr(), "peer closed")
+        }
+        ReadEnd::Closed => {
+            tracing::debug!(conn = %conn.id(), peer = %conn.remote_addr(), "closed locally")
+        }
+        ReadEnd::Io(e) => {
+            tracing::debug!(conn = %conn.id(), peer = %conn.remote_addr(), error = %e, "read failed")
+        }
+        ReadEnd::Frame(e) => {
+            tracing::warn!(conn = %conn.id(), peer = %conn.remote_addr(), error = %e, "decode error; closing connection")
+        }
+        ReadEnd::Idle => {
+            tracing::info!(conn = %conn.id(), peer = %conn.remote_addr(), "idle timeout; closing connection")
+        }
+        ReadEnd::FrameDeadline => {
+            tracing::warn!(conn = %conn.id(), peer = %conn.remote_addr(), "partial frame not completed in time; closing connection")
+        }
+    }
+    if matches!(end, ReadEnd::Closed) && !conn.is_closed() {
+        // Graceful shutdown: stop reading, let processors finish; the owner closes later.
+        conn.closed().await;
+    }
+    conn.close();
+    writer_done.cancelled().await;
+    if let Some(l) = &ctx.listener {
+        l.on_close(&conn);
+    }
+}
+
+async fn read_frames(
+    conn: &ConnectionHandle,
+    read_half: &mut OwnedReadHalf,
+    ctx: &ConnectionContext,
+    semaphore: &Arc<Semaphore>,
+) -> ReadEnd {
+    let cfg = &ctx.config;
+    let mut buf = BytesMut::with_capacity(8 * 1024);
+    let mut partial_since: Option<Instant> = None;
+    loop {
+        loop {
+            match frame::decode_frame(&mut buf, cfg.max_frame_len) {
+                Ok(Some(raw)) => match RemotingCommand::from_frame(raw) {
+                    Ok(cmd) => dispatch(conn, cmd, ctx, semaphore),
+                    Err(e) => return ReadEnd::Frame(e),
+                },
+                Ok(None) => break,
+                Err(e) => return ReadEnd::Frame(e),
+            }
+        }
+        if buf.is_empty() {
+            partial_since = None;
+        } else if partial_since.is_none() {
+            partial_since = Some(Instant::now());
+        }
+        // Read in chunks of at most 64 KiB so memory follows the bytes actually received.
+        if buf.capacity() - buf.len() < 4096 {
+            buf.reserve(64 * 1024);
+        }
+        let idle_at = conn.shared.last_activity() + cfg.idle_timeout;
+        let deadline = match partial_since {
+            Some(t) => idle_at.min(t + cfg.frame_deadline),
+            None => idle_at,
+        };
+        tokio::select! {
+            biased;
+            _ = conn.shared.closed.cancelled() => return ReadEnd::Closed,
+            _ = ctx.stop_reading.cancelled() => return ReadEnd::Closed,
+            r = read_half.read_buf(&mut buf) => match r {
+                Ok(0) => return ReadEnd::Eof,
+                Ok(_) => conn.shared.touch(),
+                Err(e) => return ReadEnd::Io(e),
+            },
+            _ = tokio::time::sleep_until(deadline) => {
+                let now = Instant::now();
+                if partial_since.is_some_and(|t| now >= t + cfg.frame_deadline) {
+                    return ReadEnd::FrameDeadline;
+                }
+                if now >= conn.shared.last_activity() + cfg.idle_timeout {
+                    return ReadEnd::Idle;
+                }
+            }
+        }
+    }
+}
+
+/// Routes one incoming frame: responses complete a waiter; requests go to a processor task.
+fn dispatch(
+    conn: &ConnectionHandle,
+    cmd: RemotingCommand,
+    ctx: &ConnectionContext,
+    semaphore: &Arc<Semaphore>,
+) {
+    if cmd.is_response() {
+        conn.complete(cmd);
+        return;
+    }
+    let permit: OwnedSemaphorePermit = match semaphore.clone().try_acquire_owned() {
+        Ok(p) => p,
+        Err(_) => {
+            if !cmd.is_oneway() {
+                let busy =
+                    RemotingCommand::response_to(&cmd, ResponseCode::SYSTEM_BUSY, OVERLOAD_REMARK);
+                if let Ok(frame) = conn.encode(&busy) {
+                    // Never wait here: the reader must keep reading responses.
+                    let _ = conn.shared.tx.try_send(frame);
+                }
+            }
+            return;
+        }
+    };
+    let conn = conn.clone();
+    let processor = ctx.processor.clone();
+    ctx.tasks.spawn(async move {
+        let _permit = permit;
+        let oneway = cmd.is_oneway();
+        let opaque = cmd.opaque();
+        let serialize_type: SerializeType = cmd.serialize_type();
+        let code = cmd.code();
+        let outcome = AssertUnwindSafe(processor.process(conn.clone(), cmd))
+            .catch_unwind()
+            .await;
+        let response = match outcome {
+            Ok(r) => r,
+            Err(_) => {
+                tracing::error!(conn = %conn.id(), code, "processor panicked");
+                Some(RemotingCommand::response(
+                    ResponseCode::SYSTEM_ERROR,
+                    "processor panicked while handling the request",
+                ))
+            }
+        };
+        if oneway {
+            return;
+        }
+        if let Some(mut response) = response {
+            response.set_opaque(opaque);
+            response.set_flag(response.flag() | FLAG_RESPONSE);
+            response.set_serialize_type(serialize_type);
+            if let Err(e) = conn.send(&response).await {
+                tracing::debug!(conn = %conn.id(), code, error = %e, "response not sent");
+            }
+        }
+    });
+}

@@ -1,0 +1,388 @@
+//! JSON header (serialize type 0).
+//!
+//! Writing mirrors Java's fastjson output byte for byte (compact, keys sorted, nulls omitted,
+//! every extFields value a string — Go quirk Q6). Reading is lenient (spec §4.3): keys in any
+//! order, unknown keys ignored, trailing whitespace, language by name or number, numbers or
+//! numeric strings for the integer fields, numbers/booleans/null inside extFields.
+
+use std::fmt;
+
+use bytes::{BufMut, BytesMut};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+
+use crate::code::LanguageCode;
+use crate::command::{ExtFields, RemotingCommand};
+use crate::error::WireHeaderError;
+use crate::frame::SerializeType;
+
+/// Writes the header JSON of `cmd` into `dst`.
+pub fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
+    dst.put_slice(b"{\"code\":");
+    put_int(dst, i64::from(cmd.code()));
+    if !cmd.ext_fields().is_empty() {
+        dst.put_slice(b",\"extFields\":{");
+        let mut first = true;
+        for (k, v) in cmd.ext_fields() {
+            if !first {
+                dst.put_u8(b',');
+            }
+            first = false;
+            put_str(dst, k);
+            dst.put_u8(b':');
+            put_str(dst, v);
+        }
+        dst.put_u8(b'}');
+    }
+    dst.put_slice(b",\"flag\":");
+    put_int(dst, i64::from(cmd.flag()));
+    dst.put_slice(b",\"language\":");
+    put_str(dst, cmd.language().json_name());
+    dst.put_slice(b",\"opaque\":");
+    put_int(dst, i64::from(cmd.opaque()));
+    if let Some(r) = cmd.remark() {
+        dst.put_slice(b",\"remark\":");
+        put_str(dst, r);
+    }
+    dst.put_slice(b",\"serializeTypeCurrentRPC\":\"");
+    dst.put_slice(SerializeType::Json.name().as_bytes());
+    dst.put_slice(b"\",\"version\":");
+    put_int(dst, i64::from(cmd.version()));
+    dst.put_u8(b'}');
+}
+
+fn put_int(dst: &mut BytesMut, v: i64) {
+    let mut buf = [0u8; 20];
+    let mut n = v.unsigned_abs();
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        dst.put_u8(b'-');
+    }
+    dst.put_slice(&buf[i..]);
+}
+
+/// Writes a JSON string the way fastjson does: `"` `\` and control characters escaped
+/// (short escapes where JSON has them, `\u00XX` otherwise), everything else verbatim.
+fn put_str(dst: &mut BytesMut, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let bytes = s.as_bytes();
+    dst.reserve(bytes.len() + 2);
+    dst.put_u8(b'"');
+    let mut run_start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc: Option<&[u8]> = match b {
+            b'"' => Some(b"\\\""),
+            b'\\' => Some(b"\\\\"),
+            b'\n' => Some(b"\\n"),
+            b'\r' => Some(b"\\r"),
+            b'\t' => Some(b"\\t"),
+            0x08 => Some(b"\\b"),
+            0x0c => Some(b"\\f"),
+            0..=0x1f => None,
+            _ => continue,
+        };
+        dst.put_slice(&bytes[run_start..i]);
+        run_start = i + 1;
+        match esc {
+            Some(e) => dst.put_slice(e),
+            None => {
+                dst.put_slice(b"\\u00");
+                dst.put_u8(HEX[usize::from(b >> 4)]);
+                dst.put_u8(HEX[usize::from(b & 0xf)]);
+            }
+        }
+    }
+    dst.put_slice(&bytes[run_start..]);
+    dst.put_u8(b'"');
+}
+
+/// Parses header JSON leniently into a command (body empty, serialize type JSON).
+pub fn decode(bytes: &[u8]) -> Result<RemotingCommand, WireHeaderError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let cmd = de
+        .deserialize_map(HeaderVisitor)
+        .map_err(|e| WireHeaderError::Json(e.to_string()))?;
+    de.end().map_err(|e| WireHeaderError::Json(e.to_string()))?;
+    Ok(cmd)
+}
+
+enum Key {
+    Code,
+    Language,
+    Version,
+    Opaque,
+    Flag,
+    Remark,
+    ExtFields,
+    Other,
+}
+
+impl<'de> de::Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a header key")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
+                Ok(match v {
+                    "code" => Key::Code,
+                    "language" => Key::Language,
+                    "version" => Key::Version,
+                    "opaque" => Key::Opaque,
+                    "flag" => Key::Flag,
+                    "remark" => Key::Remark,
+                    "extFields" => Key::ExtFields,
+                    _ => Key::Other,
+                })
+            }
+        }
+        d.deserialize_identifier(KeyVisitor)
+    }
+}
+
+struct HeaderVisitor;
+
+impl<'de> Visitor<'de> for HeaderVisitor {
+    type Value = RemotingCommand;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a RemotingCommand header object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RemotingCommand, A::Error> {
+        let mut code = None;
+        let mut language = LanguageCode::OTHER;
+        let mut version = 0;
+        let mut opaque = 0;
+        let mut flag = 0;
+        let mut remark = None;
+        let mut ext = ExtFields::new();
+        while let Some(key) = map.next_key::<Key>()? {
+            match key {
+                Key::Code => code = Some(map.next_value::<LenientI32>()?.0),
+                Key::Language => language = map.next_value::<LenientLanguage>()?.0,
+                Key::Version => version = map.next_value::<LenientI32>()?.0,
+                Key::Opaque => opaque = map.next_value::<LenientI32>()?.0,
+                Key::Flag => flag = map.next_value::<LenientI32>()?.0,
+                Key::Remark => remark = map.next_value::<Option<String>>()?,
+                Key::ExtFields => map.next_value_seed(ExtFieldsSeed(&mut ext))?,
+                Key::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        let code = code.ok_or_else(|| de::Error::missing_field("code"))?;
+        Ok(RemotingCommand::from_parts(
+            code, language, version, opaque, flag, remark, ext,
+        ))
+    }
+}
+
+/// An i32 given as a JSON number or a numeric string; `null` reads as 0.
+struct LenientI32(i32);
+
+impl<'de> de::Deserialize<'de> for LenientI32 {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = LenientI32;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a 32-bit integer or numeric string")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<LenientI32, E> {
+                i32::try_from(v)
+                    .map(LenientI32)
+                    .map_err(|_| E::custom(format!("integer {v} out of 32-bit range")))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<LenientI32, E> {
+                i32::try_from(v)
+                    .map(LenientI32)
+                    .map_err(|_| E::custom(format!("integer {v} out of 32-bit range")))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<LenientI32, E> {
+                v.trim()
+                    .parse::<i32>()
+                    .map(LenientI32)
+                    .map_err(|_| E::custom(format!("not an integer: {v:?}")))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<LenientI32, E> {
+                Ok(LenientI32(0))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Language by name or number; anything unknown (or null) is `OTHER`.
+struct LenientLanguage(LanguageCode);
+
+impl<'de> de::Deserialize<'de> for LenientLanguage {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = LenientLanguage;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a language name or code")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<LenientLanguage, E> {
+                Ok(LenientLanguage(LanguageCode::from_name(v)))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<LenientLanguage, E> {
+                Ok(LenientLanguage(LanguageCode::from_number(v)))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<LenientLanguage, E> {
+                Ok(LenientLanguage(LanguageCode::from_number(
+                    i64::try_from(v).unwrap_or(-1),
+                )))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<LenientLanguage, E> {
+                Ok(LenientLanguage(LanguageCode::OTHER))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<LenientLanguage, E> {
+                Ok(LenientLanguage(LanguageCode::OTHER))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<LenientLanguage, E> {
+                Ok(LenientLanguage(LanguageCode::OTHER))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// extFields: null or an object whose values are strings, numbers, booleans or null.
+struct ExtFieldsSeed<'a>(&'a mut ExtFields);
+
+impl<'de> DeserializeSeed<'de> for ExtFieldsSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ExtFieldsSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an extFields object or null")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(k) = map.next_key::<String>()? {
+            if let Some(v) = map.next_value::<LenientText>()?.0 {
+                self.0.insert(k, v);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An extFields value converted to its text; `None` for null.
+struct LenientText(Option<String>);
+
+impl<'de> de::Deserialize<'de> for LenientText {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = LenientText;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string, number, boolean or null")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<LenientText, E> {
+                Ok(LenientText(Some(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<LenientText, E> {
+                Ok(LenientText(Some(v)))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<LenientText, E> {
+                Ok(LenientText(Some(v.to_string())))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<LenientText, E> {
+                Ok(LenientText(Some(v.to_string())))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<LenientText, E> {
+                Ok(LenientText(Some(v.to_string())))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<LenientText, E> {
+                Ok(LenientText(Some(v.to_string())))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<LenientText, E> {
+                Ok(LenientText(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpp_style_header_is_accepted() {
+        let text = b"{\"code\":310,\"extFields\":{\"AccessKey\":\"\",\"d\":4,\"e\":3,\"k\":\"false\",\"x\":1.5,\"y\":true,\"z\":null},\"flag\":0,\"language\":\"CPP\",\"opaque\":5,\"remark\":\"\",\"version\":333}\n";
+        let cmd = decode(text).unwrap();
+        assert_eq!(cmd.code(), 310);
+        assert_eq!(cmd.language(), LanguageCode::CPP);
+        assert_eq!(cmd.version(), 333);
+        assert_eq!(cmd.opaque(), 5);
+        assert_eq!(cmd.remark(), None);
+        assert_eq!(cmd.ext_field("d"), Some("4"));
+        assert_eq!(cmd.ext_field("e"), Some("3"));
+        assert_eq!(cmd.ext_field("x"), Some("1.5"));
+        assert_eq!(cmd.ext_field("y"), Some("true"));
+        assert_eq!(cmd.ext_field("z"), None);
+        assert_eq!(cmd.ext_field("AccessKey"), Some(""));
+    }
+
+    #[test]
+    fn go_style_and_numeric_strings_and_missing_fields() {
+        let cmd = decode(
+            br#"{"code":"34","language":9,"remark":null,"extFields":null,"unknown":[1,{"a":2}]}"#,
+        )
+        .unwrap();
+        assert_eq!(cmd.code(), 34);
+        assert_eq!(cmd.language(), LanguageCode::GO);
+        assert_eq!((cmd.version(), cmd.opaque(), cmd.flag()), (0, 0, 0));
+        assert!(cmd.ext_fields().is_empty());
+        let cmd = decode(br#"{"language":"RUST_NEW","code":1}"#).unwrap();
+        assert_eq!(cmd.language(), LanguageCode::OTHER);
+    }
+
+    #[test]
+    fn bad_headers_are_errors() {
+        for bad in [
+            &b"{"[..],
+            b"[]",
+            b"{\"flag\":1}",
+            b"{\"code\":1} x",
+            b"{\"code\":99999999999}",
+            b"{\"code\":\"abc\"}",
+            b"{\"code\":1,\"extFields\":[1]}",
+            b"{\"code\":1,\"extFields\":{\"a\":[1]}}",
+            b"",
+            b"\xff\xfe",
+        ] {
+            assert!(decode(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn strings_escape_like_fastjson() {
+        let mut b = BytesMut::new();
+        put_str(&mut b, "a\"b\\c\n\u{1}\u{1f}é/");
+        assert_eq!(&b[..], "\"a\\\"b\\\\c\\n\\u0001\\u001Fé/\"".as_bytes());
+        let mut n = BytesMut::new();
+        put_int(&mut n, i64::from(i32::MIN));
+        assert_eq!(&n[..], b"-2147483648");
+    }
+}

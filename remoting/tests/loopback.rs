@@ -1,0 +1,389 @@
+//! Goal: the server and client work end to end over real sockets on 127.0.0.1.
+//! Method: a server on port 0 with small processors; assertions on the responses and on the
+//! observable side effects. No sleeps for synchronization: waits poll a condition with a timeout.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use remoting::headers::{NotifyConsumerIdsChangedRequestHeader, QueryConsumerOffsetRequestHeader};
+use remoting::{
+    processor_fn, ClientConfig, ConnectionHandle, ConnectionListener, RemotingClient,
+    RemotingCommand, RemotingError, RemotingServer, RequestCode, ResponseCode, SerializeType,
+    ServerConfig,
+};
+
+const T: Duration = Duration::from_secs(5);
+
+async fn wait_for(mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + T;
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "condition not reached in time"
+        );
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+fn echo() -> Arc<dyn remoting::RequestProcessor> {
+    processor_fn(|_c, req: RemotingCommand| async move {
+        Some(
+            RemotingCommand::success()
+                .with_body(req.body().clone())
+                .with_remark(format!("code {}", req.code())),
+        )
+    })
+}
+
+#[tokio::test]
+async fn request_response_in_both_serializations() {
+    let server = RemotingServer::builder(ServerConfig::default())
+        .register(
+            RequestCode::QUERY_CONSUMER_OFFSET,
+            processor_fn(|_c, req: RemotingCommand| async move {
+                let h: QueryConsumerOffsetRequestHeader = match req.decode_header() {
+                    Ok(h) => h,
+                    Err(e) => return Some(e.to_response()),
+                };
+                Some(
+                    RemotingCommand::success()
+                        .with_ext_field("offset", (h.queue_id * 10).to_string()),
+                )
+            }),
+        )
+        .bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let client = RemotingClient::new(ClientConfig::default());
+    for t in [SerializeType::Json, SerializeType::RocketMq] {
+        let req = RemotingCommand::request(
+            RequestCode::QUERY_CONSUMER_OFFSET,
+            &QueryConsumerOffsetRequestHeader {
+                consumer_group: "CG".into(),
+                topic: "T".into(),
+                queue_id: 4,
+                ..Default::default()
+            },
+        )
+        .with_serialize_type(t);
+        let resp = client.invoke(server.local_addr(), req, T).await.unwrap();
+        assert_eq!(resp.response_code(), ResponseCode::SUCCESS);
+        assert_eq!(resp.ext_field("offset"), Some("40"));
+        assert_eq!(
+            resp.serialize_type(),
+            t,
+            "a response uses its request's serialization"
+        );
+    }
+    // Missing required field -> SYSTEM_ERROR with a remark, connection stays usable.
+    let resp = client
+        .invoke(
+            server.local_addr(),
+            RemotingCommand::request_empty(RequestCode::QUERY_CONSUMER_OFFSET)
+                .with_ext_field("topic", "T"),
+            T,
+        )
+        .await
+        .unwrap();
+    assert_eq!(resp.response_code(), ResponseCode::SYSTEM_ERROR);
+    assert!(
+        resp.remark().unwrap().contains("consumerGroup"),
+        "{:?}",
+        resp.remark()
+    );
+    client.shutdown().await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn unknown_code_gets_java_remark_and_oneway_gets_nothing() {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h2 = hits.clone();
+    let server = RemotingServer::builder(ServerConfig::default())
+        .register(
+            RequestCode::UPDATE_CONSUMER_OFFSET,
+            processor_fn(move |_c, _r| {
+                let h = h2.clone();
+                async move {
+                    h.fetch_add(1, Ordering::SeqCst);
+                    Some(RemotingCommand::success())
+                }
+            }),
+        )
+        .bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let client = RemotingClient::new(ClientConfig::default());
+    let resp = client
+        .invoke(
+            server.local_addr(),
+            RemotingCommand::request_empty(RequestCode(999)),
+            T,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.response_code(),
+        ResponseCode::REQUEST_CODE_NOT_SUPPORTED
+    );
+    assert_eq!(resp.remark(), Some(" request type 999 not supported"));
+    // Oneway to a known code runs the processor; oneway to an unknown code is silently dropped.
+    client
+        .invoke_oneway(
+            server.local_addr(),
+            RemotingCommand::request_empty(RequestCode::UPDATE_CONSUMER_OFFSET),
+            T,
+        )
+        .await
+        .unwrap();
+    client
+        .invoke_oneway(
+            server.local_addr(),
+            RemotingCommand::request_empty(RequestCode(998)),
+            T,
+        )
+        .await
+        .unwrap();
+    wait_for(|| hits.load(Ordering::SeqCst) == 1).await;
+    // Still healthy afterwards, and no stray response completed anything.
+    let resp = client
+        .invoke(
+            server.local_addr(),
+            RemotingCommand::request_empty(RequestCode::UPDATE_CONSUMER_OFFSET),
+            T,
+        )
+        .await
+        .unwrap();
+    assert_eq!(resp.response_code(), ResponseCode::SUCCESS);
+    let conn = client.connection(server.local_addr()).await.unwrap();
+    assert_eq!(conn.inflight(), 0);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn out_of_order_responses_reach_their_callers() {
+    // Code 1 is held until code 2 has been answered: a held long-poll must not block others.
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let g1 = gate.clone();
+    let g2 = gate.clone();
+    let server = RemotingServer::builder(ServerConfig::default())
+        .register(
+            RequestCode(1),
+            processor_fn(move |_c, _r| {
+                let g = g1.clone();
+                async move {
+                    g.notified().await;
+                    Some(RemotingCommand::success().with_remark("slow"))
+                }
+            }),
+        )
+        .register(
+            RequestCode(2),
+            processor_fn(move |_c, _r| {
+                let g = g2.clone();
+                async move {
+                    g.notify_one();
+                    Some(RemotingCommand::success().with_remark("fast"))
+                }
+            }),
+        )
+        .bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let client = RemotingClient::new(ClientConfig::default());
+    let addr = server.local_addr();
+    let c1 = client.clone();
+    let slow = tokio::spawn(async move {
+        c1.invoke(addr, RemotingCommand::request_empty(RequestCode(1)), T)
+            .await
+    });
+    // Make sure the slow request is in flight first.
+    let conn = client.connection(addr).await.unwrap();
+    wait_for(|| conn.inflight() == 1).await;
+    let fast = client
+        .invoke(addr, RemotingCommand::request_empty(RequestCode(2)), T)
+        .await
+        .unwrap();
+    assert_eq!(fast.remark(), Some("fast"));
+    let slow = slow.await.unwrap().unwrap();
+    assert_eq!(slow.remark(), Some("slow"));
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn many_concurrent_requests_are_matched_by_opaque() {
+    let server = RemotingServer::builder(ServerConfig::default())
+        .default_processor(echo())
+        .bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let client = RemotingClient::new(ClientConfig::default());
+    let mut tasks = Vec::new();
+    for i in 0..200u32 {
+        let c = client.clone();
+        let addr = server.local_addr();
+        tasks.push(tokio::spawn(async move {
+            let body = Bytes::from(i.to_be_bytes().to_vec());
+            let resp = c
+                .invoke(
+                    addr,
+                    RemotingCommand::request_empty(RequestCode(77)).with_body(body.clone()),
+                    T,
+                )
+                .await
+                .unwrap();
+            assert_eq!(resp.body(), &body);
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn timeout_is_reported_and_late_response_is_dropped() {
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let g = gate.clone();
+    let server = RemotingServer::builder(ServerConfig::default())
+        .register(
+            RequestCode(5),
+            processor_fn(move |_c, _r| {
+                let g = g.clone();
+                async move {
+                    g.notified().await;
+                    Some(RemotingCommand::success())
+                }
+            }),
+        )
+        .default_processor(echo())
+        .bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let client = RemotingClient::new(ClientConfig::default());
+    let addr = server.local_addr();
+    let err = client
+        .invoke(
+            addr,
+            RemotingCommand::request_empty(RequestCode(5)),
+            Duration::from_millis(50),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RemotingError::Timeout { .. }), "{err}");
+    let conn = client.connection(addr).await.unwrap();
+    assert_eq!(conn.inflight(), 0, "timed-out waiter removed");
+    gate.notify_one(); // late response arrives and matches nothing
+    let resp = client
+        .invoke(addr, RemotingCommand::request_empty(RequestCode(6)), T)
+        .await
+        .unwrap();
+    assert_eq!(resp.response_code(), ResponseCode::SUCCESS);
+    server.shutdown().await;
+}
+
+#[derive(Default)]
+struct Recorder {
+    opened: Mutex<Vec<ConnectionHandle>>,
+    closed: AtomicUsize,
+}
+
+impl ConnectionListener for Recorder {
+    fn on_connect(&self, conn: &ConnectionHandle) {
+        self.opened.lock().unwrap().push(conn.clone());
+    }
+    fn on_close(&self, _conn: &ConnectionHandle) {
+        self.closed.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn server_initiated_request_on_the_client_connection() {
+    let recorder = Arc::new(Recorder::default());
+    let server = RemotingServer::builder(ServerConfig::default())
+        .default_processor(echo())
+        .listener(recorder.clone())
+        .bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    // The client answers NOTIFY_CONSUMER_IDS_CHANGED-like requests from the broker.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let mut registry = remoting::ProcessorRegistry::new();
+    registry.register(
+        RequestCode::NOTIFY_CONSUMER_IDS_CHANGED,
+        processor_fn(move |_c, req: RemotingCommand| {
+            let s = s2.clone();
+            async move {
+                let h: NotifyConsumerIdsChangedRequestHeader = req.decode_header().ok()?;
+                s.lock().unwrap().push(h.consumer_group);
+                Some(RemotingCommand::success().with_remark("client says hi"))
+            }
+        }),
+    );
+    let client = RemotingClient::with_processor(ClientConfig::default(), Arc::new(registry), None);
+    let addr = server.local_addr();
+    client
+        .invoke(addr, RemotingCommand::request_empty(RequestCode(1)), T)
+        .await
+        .unwrap();
+    wait_for(|| !recorder.opened.lock().unwrap().is_empty()).await;
+    let stored = recorder.opened.lock().unwrap()[0].clone();
+    let header = NotifyConsumerIdsChangedRequestHeader {
+        consumer_group: "CG".into(),
+    };
+    // Request/response from server to client...
+    let resp = stored
+        .invoke(
+            RemotingCommand::request(RequestCode::NOTIFY_CONSUMER_IDS_CHANGED, &header),
+            T,
+        )
+        .await
+        .unwrap();
+    assert_eq!(resp.remark(), Some("client says hi"));
+    // ...and oneway, while the client keeps using the same connection.
+    stored
+        .invoke_oneway(
+            RemotingCommand::request(RequestCode::NOTIFY_CONSUMER_IDS_CHANGED, &header),
+            T,
+        )
+        .await
+        .unwrap();
+    let resp = client
+        .invoke(addr, RemotingCommand::request_empty(RequestCode(1)), T)
+        .await
+        .unwrap();
+    assert_eq!(resp.response_code(), ResponseCode::SUCCESS);
+    wait_for(|| seen.lock().unwrap().len() == 2).await;
+    // Unknown code from server to client -> not supported.
+    let resp = stored
+        .invoke(RemotingCommand::request_empty(RequestCode(4242)), T)
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.response_code(),
+        ResponseCode::REQUEST_CODE_NOT_SUPPORTED
+    );
+    assert_eq!(
+        stored.remote_addr(),
+        client.connection(addr).await.unwrap().local_addr()
+    );
+    // Closing the client connection fires the server's close hook.
+    client.close_connection(addr);
+    wait_for(|| recorder.closed.load(Ordering::SeqCst) == 1).await;
+    assert!(stored.is_closed());
+    let err = stored
+        .invoke(RemotingCommand::request_empty(RequestCode(1)), T)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, RemotingError::ConnectionClosed { .. }),
+        "{err}"
+    );
+    server.shutdown().await;
+}
