@@ -64,11 +64,21 @@ impl WaterMarks {
 /// A decision for the controller to carry out, in the order returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RoleCommand {
-    ChangeToSlave { term: i64, broker_id: i64 },
-    ChangeToMaster { term: i64, waited_ms: u64 },
+    ChangeToSlave {
+        term: i64,
+        broker_id: i64,
+    },
+    ChangeToMaster {
+        term: i64,
+        waited_ms: u64,
+    },
     /// Catch-up has taken longer than the configured bound; log loudly, keep waiting
     /// (the leader either commits its tail or loses leadership and steps down).
-    CatchUpSlow { term: i64, waited_ms: u64, marks: WaterMarks },
+    CatchUpSlow {
+        term: i64,
+        waited_ms: u64,
+        marks: WaterMarks,
+    },
 }
 
 /// Drives [`BrokerState`] from ledger events.

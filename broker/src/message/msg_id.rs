@@ -1,0 +1,226 @@
+//! Message ids (spec message-format.md §8): the offset msgId (store host + physical offset,
+//! uppercase hex) and the producer-style `UNIQ_KEY` generator the broker uses when a message
+//! arrives without one.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Mutex;
+
+use super::MessageError;
+
+const HEX: &[u8; 16] = b"0123456789ABCDEF";
+
+fn push_hex(out: &mut String, bytes: &[u8]) {
+    for &b in bytes {
+        out.push(HEX[usize::from(b >> 4)] as char);
+        out.push(HEX[usize::from(b & 0xF)] as char);
+    }
+}
+
+/// Appends the offset msgId of a record stored at `physical_offset` on `store_host` to `out`.
+pub fn write_offset_msg_id(out: &mut String, store_host: SocketAddr, physical_offset: i64) {
+    match store_host.ip().to_canonical() {
+        IpAddr::V4(v4) => push_hex(out, &v4.octets()),
+        IpAddr::V6(v6) => push_hex(out, &v6.octets()),
+    }
+    push_hex(out, &i32::from(store_host.port()).to_be_bytes());
+    push_hex(out, &physical_offset.to_be_bytes());
+}
+
+/// The offset msgId (32 hex chars for IPv4, 56 for IPv6).
+pub fn offset_msg_id(store_host: SocketAddr, physical_offset: i64) -> String {
+    let mut s = String::with_capacity(56);
+    write_offset_msg_id(&mut s, store_host, physical_offset);
+    s
+}
+
+fn hex_val(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    }
+}
+
+/// Decodes an offset msgId into (store host, physical offset). Length 32 → IPv4, 56 → IPv6.
+pub fn decode_offset_msg_id(id: &str) -> Result<(SocketAddr, i64), MessageError> {
+    let bad = |reason| MessageError::BadMessageId {
+        id: id.chars().take(64).collect(),
+        reason,
+    };
+    let ip_len = match id.len() {
+        32 => 4,
+        56 => 16,
+        _ => return Err(bad("length must be 32 or 56")),
+    };
+    let mut raw = [0u8; 28];
+    let n = id.len() / 2;
+    for (i, pair) in id.as_bytes().chunks_exact(2).enumerate() {
+        let hi = hex_val(pair[0]).ok_or_else(|| bad("not hex"))?;
+        let lo = hex_val(pair[1]).ok_or_else(|| bad("not hex"))?;
+        raw[i] = (hi << 4) | lo;
+    }
+    let raw = &raw[..n];
+    let ip = if ip_len == 4 {
+        IpAddr::V4(Ipv4Addr::new(raw[0], raw[1], raw[2], raw[3]))
+    } else {
+        let mut a = [0u8; 16];
+        a.copy_from_slice(&raw[..16]);
+        IpAddr::V6(Ipv6Addr::from(a))
+    };
+    let mut port = [0u8; 4];
+    port.copy_from_slice(&raw[ip_len..ip_len + 4]);
+    let port = i32::from_be_bytes(port);
+    let port = u16::try_from(port).map_err(|_| bad("port out of range"))?;
+    let mut off = [0u8; 8];
+    off.copy_from_slice(&raw[ip_len + 4..ip_len + 12]);
+    Ok((SocketAddr::new(ip, port), i64::from_be_bytes(off)))
+}
+
+/// Days since 1970-01-01 → (year, month, day) of the proleptic Gregorian calendar (UTC).
+pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    // Howard Hinnant's civil-from-days algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m as u32, d as u32)
+}
+
+/// Days since the epoch of the first day of (year, month).
+fn days_of_month_start(y: i64, m: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = i64::from(if m > 2 { m - 3 } else { m + 9 });
+    let doy = (153 * mp + 2) / 5;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+const DAY_MS: i64 = 86_400_000;
+
+/// (start of the UTC month containing `now_ms`, start of the next month), in ms.
+pub fn month_bounds_ms(now_ms: i64) -> (i64, i64) {
+    let (y, m, _) = civil_from_days(now_ms.div_euclid(DAY_MS));
+    let start = days_of_month_start(y, m) * DAY_MS;
+    let (ny, nm) = if m == 12 { (y + 1, 1) } else { (y, m + 1) };
+    (start, days_of_month_start(ny, nm) * DAY_MS)
+}
+
+/// Generates `UNIQ_KEY` values: fixed prefix (ip, pid, per-process random) + ms since the
+/// start of the current month + a wrapping counter (§8.2). The month is taken in UTC (Java
+/// uses local time); the broker treats the id as opaque, only uniqueness matters.
+#[derive(Debug)]
+pub struct UniqKeyGenerator {
+    prefix: String,
+    state: Mutex<UniqState>,
+}
+
+#[derive(Debug)]
+struct UniqState {
+    month_start_ms: i64,
+    next_month_ms: i64,
+    counter: u16,
+}
+
+impl UniqKeyGenerator {
+    /// A generator for this process: `ip`, low 16 bits of `pid`, and `instance` in place of
+    /// Java's class-loader hash (any per-process random value).
+    pub fn new(ip: IpAddr, pid: u32, instance: i32) -> Self {
+        let mut prefix = String::with_capacity(40);
+        match ip.to_canonical() {
+            IpAddr::V4(v4) => push_hex(&mut prefix, &v4.octets()),
+            IpAddr::V6(v6) => push_hex(&mut prefix, &v6.octets()),
+        }
+        push_hex(&mut prefix, &(pid as u16).to_be_bytes());
+        push_hex(&mut prefix, &instance.to_be_bytes());
+        Self {
+            prefix,
+            state: Mutex::new(UniqState {
+                month_start_ms: 0,
+                next_month_ms: i64::MIN,
+                counter: 0,
+            }),
+        }
+    }
+
+    /// The next id, for a message stored at wall-clock `now_ms`.
+    pub fn next_id(&self, now_ms: i64) -> String {
+        let (since_month, counter) = {
+            let mut st = match self.state.lock() {
+                Ok(g) => g,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            if now_ms >= st.next_month_ms || now_ms < st.month_start_ms {
+                let (start, next) = month_bounds_ms(now_ms);
+                st.month_start_ms = start;
+                st.next_month_ms = next;
+            }
+            let c = st.counter;
+            st.counter = st.counter.wrapping_add(1);
+            ((now_ms - st.month_start_ms) as i32, c)
+        };
+        let mut id = String::with_capacity(self.prefix.len() + 12);
+        id.push_str(&self.prefix);
+        push_hex(&mut id, &since_month.to_be_bytes());
+        push_hex(&mut id, &counter.to_be_bytes());
+        id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_vector() {
+        let host: SocketAddr = "192.168.0.20:30911".parse().unwrap();
+        let id = offset_msg_id(host, 48);
+        assert_eq!(id, "C0A80014000078BF0000000000000030");
+        assert_eq!(decode_offset_msg_id(&id).unwrap(), (host, 48));
+        assert_eq!(
+            decode_offset_msg_id("c0a80014000078bf0000000000000030").unwrap(),
+            (host, 48)
+        );
+    }
+
+    #[test]
+    fn ipv6_round_trip_and_errors() {
+        let host: SocketAddr = "[2001:db8::1]:10911".parse().unwrap();
+        let id = offset_msg_id(host, 1 << 40);
+        assert_eq!(id.len(), 56);
+        assert_eq!(decode_offset_msg_id(&id).unwrap(), (host, 1 << 40));
+        assert!(decode_offset_msg_id("XYZ").is_err());
+        assert!(decode_offset_msg_id("G0A80014000078BF0000000000000030").is_err());
+        assert!(decode_offset_msg_id("C0A80014FFFFFFFF0000000000000030").is_err());
+        assert!(decode_offset_msg_id("C0A8001400007€BF000000000000003").is_err());
+    }
+
+    #[test]
+    fn month_bounds() {
+        // 2023-11-14T22:13:20Z
+        let (start, next) = month_bounds_ms(1_700_000_000_000);
+        assert_eq!(start, 1_698_796_800_000); // 2023-11-01
+        assert_eq!(next, 1_701_388_800_000); // 2023-12-01
+        let (s, n) = month_bounds_ms(1_703_980_800_000); // 2023-12-31
+        assert_eq!((s, n), (1_701_388_800_000, 1_704_067_200_000));
+        assert_eq!(month_bounds_ms(0), (0, 31 * DAY_MS));
+    }
+
+    #[test]
+    fn uniq_keys_are_unique_and_shaped_like_java() {
+        let g = UniqKeyGenerator::new("192.168.0.10".parse().unwrap(), 0x1F94, 0x18B4_AAC2);
+        let a = g.next_id(1_698_796_800_000);
+        let b = g.next_id(1_698_796_800_000);
+        assert_eq!(a, "C0A8000A1F9418B4AAC2000000000000");
+        assert_eq!(b, "C0A8000A1F9418B4AAC2000000000001");
+        let c = g.next_id(1_698_796_800_000 + 0x1234);
+        assert_eq!(&c[20..28], "00001234");
+    }
+}

@@ -1,0 +1,59 @@
+//! Consume-queue tag code: Java `String.hashCode()` of the `TAGS` property (spec §6).
+
+/// Java `String.hashCode()`: `h = 31*h + c` over UTF-16 code units, wrapping i32.
+pub fn java_string_hash(s: &str) -> i32 {
+    let mut h: i32 = 0;
+    if s.is_ascii() {
+        for &b in s.as_bytes() {
+            h = h.wrapping_mul(31).wrapping_add(i32::from(b));
+        }
+    } else {
+        for unit in s.encode_utf16() {
+            h = h.wrapping_mul(31).wrapping_add(i32::from(unit));
+        }
+    }
+    h
+}
+
+/// Tag code of a message with this `TAGS` value; 0 when there is no tag (sign-extended hash).
+pub fn tag_code(tags: Option<&str>) -> i64 {
+    match tags {
+        Some(t) if !t.is_empty() => i64::from(java_string_hash(t)),
+        _ => 0,
+    }
+}
+
+/// Tag code from the raw stored `TAGS` bytes (invalid UTF-8 is hashed as Java would after
+/// lossy decoding).
+pub fn tag_code_of_bytes(tags: &[u8]) -> i64 {
+    if tags.is_empty() {
+        return 0;
+    }
+    match std::str::from_utf8(tags) {
+        Ok(s) => i64::from(java_string_hash(s)),
+        Err(_) => i64::from(java_string_hash(&String::from_utf8_lossy(tags))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_examples() {
+        assert_eq!(tag_code(Some("TagA")), 2_598_919);
+        assert_eq!(tag_code(Some("TagA")), 0x0000_0000_0027_A807);
+        assert_eq!(tag_code(Some("ZZZZZZZZ")), -1_127_396_096);
+        assert_eq!(tag_code(Some("ZZZZZZZZ")) as u64, 0xFFFF_FFFF_BCCD_4D00);
+        assert_eq!(tag_code(None), 0);
+        assert_eq!(tag_code_of_bytes(b"TagA"), 2_598_919);
+    }
+
+    #[test]
+    fn hashes_utf16_units_not_bytes() {
+        // "é" is U+00E9: one UTF-16 unit (233), two UTF-8 bytes.
+        assert_eq!(java_string_hash("é"), 233);
+        // U+1F600 is a surrogate pair D83D DE00: 0xD83D * 31 + 0xDE00.
+        assert_eq!(java_string_hash("\u{1F600}"), 0xD83D * 31 + 0xDE00);
+    }
+}

@@ -1,0 +1,893 @@
+//! Consume queues (spec message-format.md §11): per (topic, queueId), a sequence of 20-byte
+//! units `physical offset i64 | size i32 | tag code i64` stored in fixed-size files
+//! `<root>/consumequeue/<topic>/<queueId>/<20-digit start byte offset>`. Logical offset `n`
+//! lives at byte `n * 20` of the queue's address space.
+//!
+//! Concurrency: one writer (the dispatcher; appends and truncation also serialize on an
+//! internal mutex) and many readers (pull). The writer publishes the new end with a release
+//! store after the unit's bytes are written; readers only read below the published end, using
+//! positioned reads on a cloned file handle, so no lock is held while reading.
+//!
+//! Recovery: files are scanned from the last one backwards; the end is the first unit whose
+//! size is not positive. Java's "pre-blank" units (`0, i32::MAX, 0`) fill a file before the
+//! first real unit of a queue that starts at a non-zero offset; they count as written but lie
+//! below the minimum offset.
+
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use dashmap::DashMap;
+
+use super::StoreError;
+
+/// Bytes per unit.
+pub const CQ_UNIT_SIZE: usize = 20;
+/// Default file size: 300000 units.
+pub const DEFAULT_CQ_FILE_SIZE: u64 = 300_000 * CQ_UNIT_SIZE as u64;
+/// Largest number of units one read returns.
+pub const MAX_UNITS_PER_READ: usize = 64 * 1024;
+
+/// One consume-queue entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CqUnit {
+    /// Commit-log physical offset of the record (DLedger: entry pos + 48).
+    pub physical_offset: i64,
+    /// TOTALSIZE of the record.
+    pub size: i32,
+    /// Tag hash (§6) or, in `SCHEDULE_TOPIC_XXXX`, the delivery time.
+    pub tag_code: i64,
+}
+
+const BLANK: CqUnit = CqUnit {
+    physical_offset: 0,
+    size: i32::MAX,
+    tag_code: 0,
+};
+
+impl CqUnit {
+    /// The 20 stored bytes.
+    pub fn encode(&self) -> [u8; CQ_UNIT_SIZE] {
+        let mut b = [0u8; CQ_UNIT_SIZE];
+        b[0..8].copy_from_slice(&self.physical_offset.to_be_bytes());
+        b[8..12].copy_from_slice(&self.size.to_be_bytes());
+        b[12..20].copy_from_slice(&self.tag_code.to_be_bytes());
+        b
+    }
+
+    /// Parses 20 stored bytes.
+    pub fn decode(b: &[u8; CQ_UNIT_SIZE]) -> Self {
+        let mut p = [0u8; 8];
+        let mut s = [0u8; 4];
+        let mut t = [0u8; 8];
+        p.copy_from_slice(&b[0..8]);
+        s.copy_from_slice(&b[8..12]);
+        t.copy_from_slice(&b[12..20]);
+        Self {
+            physical_offset: i64::from_be_bytes(p),
+            size: i32::from_be_bytes(s),
+            tag_code: i64::from_be_bytes(t),
+        }
+    }
+
+    /// A written unit (real or pre-blank); zeros/torn bytes are not.
+    fn is_written(&self) -> bool {
+        self.physical_offset >= 0 && self.size > 0
+    }
+
+    fn is_blank(&self) -> bool {
+        *self == BLANK
+    }
+
+    /// End of the record in the commit log.
+    pub fn physical_end(&self) -> i64 {
+        self.physical_offset + i64::from(self.size)
+    }
+}
+
+/// What [`ConsumeQueue::append`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendOutcome {
+    /// The unit was written and published.
+    Appended,
+    /// The same unit was already there (re-dispatch after restart), or the offset is below the
+    /// queue's minimum; nothing changed.
+    AlreadyPresent,
+}
+
+/// Which side of a timestamp [`ConsumeQueue::offset_by_time`] answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeBoundary {
+    /// Smallest offset whose store time is ≥ the timestamp (max offset if none).
+    Lower,
+    /// Largest offset whose store time is ≤ the timestamp (min offset if none).
+    Upper,
+}
+
+#[derive(Debug, Clone)]
+struct Segment {
+    /// Queue byte offset of the file's first byte.
+    start: u64,
+    file: Arc<File>,
+    path: PathBuf,
+}
+
+/// One consume queue.
+#[derive(Debug)]
+pub struct ConsumeQueue {
+    topic: String,
+    queue_id: i32,
+    dir: PathBuf,
+    file_size: u64,
+    segments: RwLock<Vec<Segment>>,
+    /// Logical end (next offset to be written), published with Release.
+    max_offset: AtomicI64,
+    min_offset: AtomicI64,
+    /// physical_offset + size of the last unit (0 when empty).
+    max_physical_end: AtomicI64,
+    /// Logical offset up to which data has been fsynced.
+    flushed_offset: AtomicI64,
+    write_lock: Mutex<()>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// 20-digit zero-padded file name of a start offset.
+pub fn file_name_of(start: u64) -> String {
+    format!("{start:020}")
+}
+
+impl ConsumeQueue {
+    /// Opens (recovering) or creates the queue under `<cq_root>/<topic>/<queue_id>`.
+    /// `file_size` is rounded up to a multiple of 20.
+    pub fn open(
+        cq_root: &Path,
+        topic: &str,
+        queue_id: i32,
+        file_size: u64,
+    ) -> Result<Self, StoreError> {
+        let file_size = file_size
+            .max(CQ_UNIT_SIZE as u64)
+            .div_ceil(CQ_UNIT_SIZE as u64)
+            * CQ_UNIT_SIZE as u64;
+        let dir = cq_root.join(topic).join(queue_id.to_string());
+        let q = Self {
+            topic: topic.to_owned(),
+            queue_id,
+            dir,
+            file_size,
+            segments: RwLock::new(Vec::new()),
+            max_offset: AtomicI64::new(0),
+            min_offset: AtomicI64::new(0),
+            max_physical_end: AtomicI64::new(0),
+            flushed_offset: AtomicI64::new(0),
+            write_lock: Mutex::new(()),
+        };
+        q.recover()?;
+        Ok(q)
+    }
+
+    fn unit_pos(offset: i64) -> u64 {
+        offset as u64 * CQ_UNIT_SIZE as u64
+    }
+
+    fn recover(&self) -> Result<(), StoreError> {
+        let mut segs = Vec::new();
+        match fs::read_dir(&self.dir) {
+            Ok(rd) => {
+                for e in rd {
+                    let e = e.map_err(StoreError::io(&self.dir))?;
+                    let name = e.file_name();
+                    let Some(start) = name
+                        .to_str()
+                        .and_then(|n| (n.len() == 20).then(|| n.parse::<u64>().ok()).flatten())
+                    else {
+                        continue;
+                    };
+                    let path = e.path();
+                    if start % self.file_size != 0 {
+                        return Err(StoreError::Corrupt {
+                            path,
+                            reason: format!(
+                                "start offset is not a multiple of the file size {}",
+                                self.file_size
+                            ),
+                        });
+                    }
+                    let file = OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .open(&path)
+                        .map_err(StoreError::io(&path))?;
+                    let len = file.metadata().map_err(StoreError::io(&path))?.len();
+                    if len != self.file_size {
+                        // A file from a crash during creation: make it full size (zeros).
+                        file.set_len(self.file_size)
+                            .map_err(StoreError::io(&path))?;
+                    }
+                    segs.push(Segment {
+                        start,
+                        file: Arc::new(file),
+                        path,
+                    });
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError::io(&self.dir)(e)),
+        }
+        segs.sort_by_key(|s| s.start);
+        for w in segs.windows(2) {
+            if w[1].start != w[0].start + self.file_size {
+                return Err(StoreError::Corrupt {
+                    path: w[1].path.clone(),
+                    reason: "gap between consume-queue files".into(),
+                });
+            }
+        }
+        // Find the end: the last file with a written unit; empty files after it are removed.
+        let mut end_pos = None;
+        while let Some(last) = segs.last() {
+            let n = self.count_written_units(last)?;
+            if n > 0 || segs.len() == 1 {
+                end_pos = Some(last.start + n * CQ_UNIT_SIZE as u64);
+                break;
+            }
+            let dead = segs.pop().map(|s| s.path);
+            if let Some(p) = dead {
+                fs::remove_file(&p).map_err(StoreError::io(&p))?;
+            }
+        }
+        let Some(end_pos) = end_pos else {
+            return Ok(());
+        };
+        let end = (end_pos / CQ_UNIT_SIZE as u64) as i64;
+        // Minimum: first non-blank unit of the first file.
+        let first_start = segs.first().map_or(0, |s| s.start);
+        let mut min = (first_start / CQ_UNIT_SIZE as u64) as i64;
+        *self
+            .segments
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = segs;
+        self.max_offset.store(end, Ordering::Release);
+        while min < end {
+            match self.read_unit_raw(min)? {
+                Some(u) if u.is_blank() => min += 1,
+                _ => break,
+            }
+        }
+        self.min_offset.store(min, Ordering::Release);
+        self.flushed_offset.store(end, Ordering::Release);
+        if end > min {
+            if let Some(u) = self.read_unit_raw(end - 1)? {
+                self.max_physical_end
+                    .store(u.physical_end(), Ordering::Release);
+            }
+        }
+        Ok(())
+    }
+
+    /// Number of consecutive written units from the start of a file.
+    fn count_written_units(&self, seg: &Segment) -> Result<u64, StoreError> {
+        let mut buf = vec![0u8; 64 * 1024 / CQ_UNIT_SIZE * CQ_UNIT_SIZE];
+        let mut pos = 0u64;
+        while pos < self.file_size {
+            let n = (self.file_size - pos).min(buf.len() as u64) as usize;
+            seg.file
+                .read_exact_at(&mut buf[..n], pos)
+                .map_err(StoreError::io(&seg.path))?;
+            for chunk in buf[..n].chunks_exact(CQ_UNIT_SIZE) {
+                let mut a = [0u8; CQ_UNIT_SIZE];
+                a.copy_from_slice(chunk);
+                if !CqUnit::decode(&a).is_written() {
+                    return Ok(pos / CQ_UNIT_SIZE as u64);
+                }
+                pos += CQ_UNIT_SIZE as u64;
+            }
+        }
+        Ok(pos / CQ_UNIT_SIZE as u64)
+    }
+
+    /// Topic of this queue.
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    /// Queue id.
+    pub fn queue_id(&self) -> i32 {
+        self.queue_id
+    }
+
+    /// Next logical offset to be written (= number of units incl. deleted ones).
+    pub fn max_offset(&self) -> i64 {
+        self.max_offset.load(Ordering::Acquire)
+    }
+
+    /// First logical offset still readable.
+    pub fn min_offset(&self) -> i64 {
+        self.min_offset.load(Ordering::Acquire)
+    }
+
+    /// End (offset + size) in the commit log of the last unit; 0 when empty.
+    pub fn max_physical_end(&self) -> i64 {
+        self.max_physical_end.load(Ordering::Acquire)
+    }
+
+    fn segment_for(&self, pos: u64) -> Option<Segment> {
+        let segs = self
+            .segments
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let first = segs.first()?.start;
+        if pos < first {
+            return None;
+        }
+        let i = ((pos - first) / self.file_size) as usize;
+        segs.get(i).cloned()
+    }
+
+    fn read_unit_raw(&self, offset: i64) -> Result<Option<CqUnit>, StoreError> {
+        let pos = Self::unit_pos(offset);
+        let Some(seg) = self.segment_for(pos) else {
+            return Ok(None);
+        };
+        let mut b = [0u8; CQ_UNIT_SIZE];
+        seg.file
+            .read_exact_at(&mut b, pos - seg.start)
+            .map_err(StoreError::io(&seg.path))?;
+        Ok(Some(CqUnit::decode(&b)))
+    }
+
+    /// The unit at `offset`, if it is in `[min, max)`.
+    pub fn get(&self, offset: i64) -> Result<Option<CqUnit>, StoreError> {
+        if offset < self.min_offset() || offset >= self.max_offset() {
+            return Ok(None);
+        }
+        self.read_unit_raw(offset)
+    }
+
+    /// Reads up to `max_count` (≤ [`MAX_UNITS_PER_READ`]) units starting at `offset` into
+    /// `out` (cleared first). Reads nothing outside `[min, max)`.
+    pub fn read_units_into(
+        &self,
+        offset: i64,
+        max_count: usize,
+        out: &mut Vec<CqUnit>,
+    ) -> Result<(), StoreError> {
+        out.clear();
+        let end = self.max_offset();
+        if offset < self.min_offset() || offset >= end {
+            return Ok(());
+        }
+        let want = (end - offset).min(max_count.min(MAX_UNITS_PER_READ) as i64) as usize;
+        out.reserve(want);
+        let mut buf = vec![0u8; want * CQ_UNIT_SIZE];
+        let mut cur = offset;
+        let mut done = 0usize;
+        while done < want {
+            let pos = Self::unit_pos(cur);
+            let Some(seg) = self.segment_for(pos) else {
+                break;
+            };
+            let in_file = pos - seg.start;
+            let fit = ((self.file_size - in_file) / CQ_UNIT_SIZE as u64) as usize;
+            let n = fit.min(want - done);
+            let bytes = &mut buf[done * CQ_UNIT_SIZE..(done + n) * CQ_UNIT_SIZE];
+            seg.file
+                .read_exact_at(bytes, in_file)
+                .map_err(StoreError::io(&seg.path))?;
+            done += n;
+            cur += n as i64;
+        }
+        for chunk in buf[..done * CQ_UNIT_SIZE].chunks_exact(CQ_UNIT_SIZE) {
+            let mut a = [0u8; CQ_UNIT_SIZE];
+            a.copy_from_slice(chunk);
+            let u = CqUnit::decode(&a);
+            // A concurrent truncation may have zeroed the tail: stop at the first hole.
+            if !u.is_written() {
+                break;
+            }
+            out.push(u);
+        }
+        Ok(())
+    }
+
+    /// Reads up to `max_count` units starting at `offset`.
+    pub fn read_units(&self, offset: i64, max_count: usize) -> Result<Vec<CqUnit>, StoreError> {
+        let mut v = Vec::new();
+        self.read_units_into(offset, max_count, &mut v)?;
+        Ok(v)
+    }
+
+    fn create_segment(&self, start: u64) -> Result<Segment, StoreError> {
+        fs::create_dir_all(&self.dir).map_err(StoreError::io(&self.dir))?;
+        let path = self.dir.join(file_name_of(start));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(StoreError::io(&path))?;
+        file.set_len(self.file_size)
+            .map_err(StoreError::io(&path))?;
+        Ok(Segment {
+            start,
+            file: Arc::new(file),
+            path,
+        })
+    }
+
+    /// The segment holding `pos`, creating the next file if `pos` is just past the last one.
+    fn segment_for_write(&self, pos: u64) -> Result<Segment, StoreError> {
+        if let Some(s) = self.segment_for(pos) {
+            return Ok(s);
+        }
+        let start = pos - pos % self.file_size;
+        let seg = self.create_segment(start)?;
+        let mut segs = self
+            .segments
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(last) = segs.last() {
+            if last.start + self.file_size != start {
+                return Err(StoreError::Corrupt {
+                    path: seg.path,
+                    reason: "consume-queue append would leave a gap between files".into(),
+                });
+            }
+        }
+        segs.push(seg.clone());
+        Ok(seg)
+    }
+
+    /// Appends `unit` at logical `offset`. `offset == max` appends; re-appending the identical
+    /// unit below max is a no-op (re-dispatch after restart); a different unit below max or an
+    /// offset past max is a [`StoreError::QueueOffsetMismatch`]. The first unit of an empty
+    /// queue may start anywhere (earlier units of its file are pre-blank filled).
+    pub fn append(&self, offset: i64, unit: CqUnit) -> Result<AppendOutcome, StoreError> {
+        if offset < 0 || unit.size <= 0 || unit.physical_offset < 0 {
+            return Err(StoreError::Invalid(format!(
+                "bad consume-queue unit {unit:?} at {offset}"
+            )));
+        }
+        let _w = lock(&self.write_lock);
+        let end = self.max_offset();
+        let mismatch = |expected| StoreError::QueueOffsetMismatch {
+            topic: self.topic.clone(),
+            queue_id: self.queue_id,
+            expected,
+            got: offset,
+        };
+        if offset < end {
+            if offset < self.min_offset() {
+                return Ok(AppendOutcome::AlreadyPresent);
+            }
+            return match self.read_unit_raw(offset)? {
+                Some(u) if u == unit => Ok(AppendOutcome::AlreadyPresent),
+                _ => Err(mismatch(end)),
+            };
+        }
+        let empty = self
+            .segments
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_empty();
+        if offset > end {
+            if !empty {
+                return Err(mismatch(end));
+            }
+            self.fill_pre_blank(offset)?;
+        }
+        let pos = Self::unit_pos(offset);
+        let seg = self.segment_for_write(pos)?;
+        seg.file
+            .write_all_at(&unit.encode(), pos - seg.start)
+            .map_err(StoreError::io(&seg.path))?;
+        if empty {
+            self.min_offset.store(offset, Ordering::Release);
+            self.flushed_offset.store(offset, Ordering::Release);
+        }
+        self.max_physical_end
+            .store(unit.physical_end(), Ordering::Release);
+        self.max_offset.store(offset + 1, Ordering::Release);
+        Ok(AppendOutcome::Appended)
+    }
+
+    /// Writes pre-blank units from the start of the file holding `offset` up to `offset`.
+    fn fill_pre_blank(&self, offset: i64) -> Result<(), StoreError> {
+        let pos = Self::unit_pos(offset);
+        let seg = self.segment_for_write(pos)?;
+        let blank = BLANK.encode();
+        let chunk: Vec<u8> = blank
+            .iter()
+            .copied()
+            .cycle()
+            .take(CQ_UNIT_SIZE * 1024)
+            .collect();
+        let mut at = 0u64;
+        let until = pos - seg.start;
+        while at < until {
+            let n = (until - at).min(chunk.len() as u64) as usize;
+            seg.file
+                .write_all_at(&chunk[..n], at)
+                .map_err(StoreError::io(&seg.path))?;
+            at += n as u64;
+        }
+        let first = (seg.start / CQ_UNIT_SIZE as u64) as i64;
+        self.max_offset.store(first.max(0), Ordering::Release);
+        Ok(())
+    }
+
+    /// fsyncs everything written since the last flush.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        let end = self.max_offset();
+        let from = self.flushed_offset.load(Ordering::Acquire);
+        if from >= end {
+            return Ok(());
+        }
+        let segs: Vec<Segment> = {
+            let g = self
+                .segments
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let lo = Self::unit_pos(from);
+            let hi = Self::unit_pos(end);
+            g.iter()
+                .filter(|s| s.start + self.file_size > lo && s.start < hi)
+                .cloned()
+                .collect()
+        };
+        for s in segs {
+            s.file.sync_data().map_err(StoreError::io(&s.path))?;
+        }
+        self.flushed_offset.fetch_max(end, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// First logical offset in `[lo, hi)` whose unit satisfies `pred` (monotone: false…true);
+    /// `hi` if none.
+    fn partition_point(
+        &self,
+        mut lo: i64,
+        mut hi: i64,
+        mut pred: impl FnMut(&CqUnit) -> bool,
+    ) -> Result<i64, StoreError> {
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let u = self.read_unit_raw(mid)?;
+            if u.as_ref().is_some_and(&mut pred) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        Ok(lo)
+    }
+
+    /// Removes every unit whose physical offset is ≥ `physical_offset` (the commit log was
+    /// truncated there). Readers stop seeing them before the bytes are zeroed.
+    pub fn truncate_physical(&self, physical_offset: i64) -> Result<(), StoreError> {
+        let _w = lock(&self.write_lock);
+        let (min, end) = (self.min_offset(), self.max_offset());
+        let new_end = self
+            .partition_point(min, end, |u| u.physical_offset >= physical_offset)?
+            .max(min);
+        if new_end >= end {
+            return Ok(());
+        }
+        self.max_offset.store(new_end, Ordering::Release);
+        self.flushed_offset.fetch_min(new_end, Ordering::AcqRel);
+        let pos = Self::unit_pos(new_end);
+        let mut segs = self
+            .segments
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        while segs.len() > 1 && segs.last().is_some_and(|s| s.start > pos) {
+            if let Some(s) = segs.pop() {
+                fs::remove_file(&s.path).map_err(StoreError::io(&s.path))?;
+            }
+        }
+        if let Some(s) = segs
+            .iter()
+            .find(|s| s.start <= pos && pos < s.start + self.file_size)
+        {
+            let from = pos - s.start;
+            let zeros = vec![0u8; (self.file_size - from).min(1 << 20) as usize];
+            let mut at = from;
+            while at < self.file_size {
+                let n = (self.file_size - at).min(zeros.len() as u64) as usize;
+                s.file
+                    .write_all_at(&zeros[..n], at)
+                    .map_err(StoreError::io(&s.path))?;
+                at += n as u64;
+            }
+            s.file.sync_data().map_err(StoreError::io(&s.path))?;
+        }
+        drop(segs);
+        let last_end = if new_end > min {
+            self.read_unit_raw(new_end - 1)?
+                .map_or(0, |u| u.physical_end())
+        } else {
+            0
+        };
+        self.max_physical_end.store(last_end, Ordering::Release);
+        Ok(())
+    }
+
+    /// Moves the minimum offset to the first unit whose record is still in the commit log
+    /// (physical offset ≥ `commit_log_min_offset`).
+    pub fn correct_min_offset(&self, commit_log_min_offset: i64) -> Result<i64, StoreError> {
+        let _w = lock(&self.write_lock);
+        let (min, end) = (self.min_offset(), self.max_offset());
+        let new_min = self.partition_point(min, end, |u| {
+            !u.is_blank() && u.physical_offset >= commit_log_min_offset
+        })?;
+        self.min_offset.store(new_min, Ordering::Release);
+        Ok(new_min)
+    }
+
+    /// Deletes whole files (never the last one) all of whose units point below
+    /// `commit_log_min_offset`, then corrects the minimum. Returns the number of files removed.
+    pub fn delete_expired_files(&self, commit_log_min_offset: i64) -> Result<usize, StoreError> {
+        let mut removed = 0;
+        loop {
+            let first = {
+                let g = self
+                    .segments
+                    .read()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if g.len() <= 1 {
+                    break;
+                }
+                g[0].clone()
+            };
+            let last_unit_offset =
+                ((first.start + self.file_size) / CQ_UNIT_SIZE as u64) as i64 - 1;
+            let Some(u) = self.read_unit_raw(last_unit_offset)? else {
+                break;
+            };
+            if !u.is_blank() && u.physical_end() > commit_log_min_offset {
+                break;
+            }
+            {
+                let _w = lock(&self.write_lock);
+                let mut g = self
+                    .segments
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if g.first().is_some_and(|s| s.start == first.start) && g.len() > 1 {
+                    g.remove(0);
+                }
+                let next_first = (g.first().map_or(0, |s| s.start) / CQ_UNIT_SIZE as u64) as i64;
+                self.min_offset.fetch_max(next_first, Ordering::AcqRel);
+            }
+            fs::remove_file(&first.path).map_err(StoreError::io(&first.path))?;
+            removed += 1;
+        }
+        self.correct_min_offset(commit_log_min_offset)?;
+        Ok(removed)
+    }
+
+    /// Logical offset for a timestamp, by binary search over `[min, max)`. `store_time_of`
+    /// returns the store timestamp of the record at (physical offset, size), or `None` when it
+    /// cannot be read (treated as older than everything). Store times are assumed
+    /// non-decreasing along the queue.
+    pub fn offset_by_time(
+        &self,
+        timestamp: i64,
+        boundary: TimeBoundary,
+        mut store_time_of: impl FnMut(i64, i32) -> Option<i64>,
+    ) -> Result<i64, StoreError> {
+        let (min, end) = (self.min_offset(), self.max_offset());
+        if min >= end {
+            return Ok(end);
+        }
+        let mut time = |u: &CqUnit| store_time_of(u.physical_offset, u.size).unwrap_or(i64::MIN);
+        match boundary {
+            TimeBoundary::Lower => self.partition_point(min, end, |u| time(u) >= timestamp),
+            TimeBoundary::Upper => {
+                let first_after = self.partition_point(min, end, |u| time(u) > timestamp)?;
+                Ok((first_after - 1).max(min))
+            }
+        }
+    }
+
+    /// Removes the queue's files (topic deleted).
+    pub fn destroy(&self) -> Result<(), StoreError> {
+        let _w = lock(&self.write_lock);
+        let mut g = self
+            .segments
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        g.clear();
+        self.max_offset.store(0, Ordering::Release);
+        self.min_offset.store(0, Ordering::Release);
+        self.max_physical_end.store(0, Ordering::Release);
+        match fs::remove_dir_all(&self.dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError::io(&self.dir)(e)),
+        }
+    }
+}
+
+/// All consume queues of the broker, keyed by (topic, queueId).
+#[derive(Debug)]
+pub struct ConsumeQueueSet {
+    root: PathBuf,
+    file_size: u64,
+    queues: DashMap<(String, i32), Arc<ConsumeQueue>>,
+}
+
+impl ConsumeQueueSet {
+    /// Opens every queue found under `cq_root` (`<storePathRootDir>/consumequeue`).
+    pub fn open(cq_root: &Path, file_size: u64) -> Result<Self, StoreError> {
+        let set = Self {
+            root: cq_root.to_path_buf(),
+            file_size,
+            queues: DashMap::new(),
+        };
+        let topics = match fs::read_dir(cq_root) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(set),
+            Err(e) => return Err(StoreError::io(cq_root)(e)),
+        };
+        for t in topics {
+            let t = t.map_err(StoreError::io(cq_root))?;
+            let Some(topic) = t.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            let tdir = t.path();
+            if !tdir.is_dir() {
+                continue;
+            }
+            for q in fs::read_dir(&tdir).map_err(StoreError::io(&tdir))? {
+                let q = q.map_err(StoreError::io(&tdir))?;
+                let Some(qid) = q.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                    continue;
+                };
+                let cq = ConsumeQueue::open(cq_root, &topic, qid, file_size)?;
+                set.queues.insert((topic.clone(), qid), Arc::new(cq));
+            }
+        }
+        Ok(set)
+    }
+
+    /// The queue, if it exists.
+    pub fn get(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
+        // DashMap needs an owned key for tuple lookups; topics are short.
+        self.queues
+            .get(&(topic.to_owned(), queue_id))
+            .map(|q| Arc::clone(&q))
+    }
+
+    /// The queue, created (empty, no files yet) if missing.
+    pub fn get_or_create(
+        &self,
+        topic: &str,
+        queue_id: i32,
+    ) -> Result<Arc<ConsumeQueue>, StoreError> {
+        if let Some(q) = self.get(topic, queue_id) {
+            return Ok(q);
+        }
+        let entry = self.queues.entry((topic.to_owned(), queue_id));
+        match entry {
+            dashmap::Entry::Occupied(o) => Ok(Arc::clone(o.get())),
+            dashmap::Entry::Vacant(v) => {
+                let q = Arc::new(ConsumeQueue::open(
+                    &self.root,
+                    topic,
+                    queue_id,
+                    self.file_size,
+                )?);
+                v.insert(Arc::clone(&q));
+                Ok(q)
+            }
+        }
+    }
+
+    /// Max offset of a queue (0 if it does not exist).
+    pub fn max_offset(&self, topic: &str, queue_id: i32) -> i64 {
+        self.get(topic, queue_id).map_or(0, |q| q.max_offset())
+    }
+
+    /// Min offset of a queue (0 if it does not exist).
+    pub fn min_offset(&self, topic: &str, queue_id: i32) -> i64 {
+        self.get(topic, queue_id).map_or(0, |q| q.min_offset())
+    }
+
+    /// All queues.
+    pub fn queues(&self) -> Vec<Arc<ConsumeQueue>> {
+        self.queues.iter().map(|e| Arc::clone(e.value())).collect()
+    }
+
+    /// Queues of one topic.
+    pub fn queues_of_topic(&self, topic: &str) -> Vec<Arc<ConsumeQueue>> {
+        self.queues
+            .iter()
+            .filter(|e| e.key().0 == topic)
+            .map(|e| Arc::clone(e.value()))
+            .collect()
+    }
+
+    /// (min, max) over non-empty queues of the physical end of their last unit: re-dispatch
+    /// from the min is always safe (appends are idempotent); (0, 0) when all are empty.
+    pub fn physical_end_bounds(&self) -> (i64, i64) {
+        let ends: Vec<i64> = self
+            .queues
+            .iter()
+            .map(|e| e.value().max_physical_end())
+            .filter(|&e| e > 0)
+            .collect();
+        match (ends.iter().min(), ends.iter().max()) {
+            (Some(&lo), Some(&hi)) => (lo, hi),
+            _ => (0, 0),
+        }
+    }
+
+    /// Truncates every queue at `physical_offset` (the log was truncated).
+    pub fn truncate_physical(&self, physical_offset: i64) -> Result<(), StoreError> {
+        for q in self.queues() {
+            q.truncate_physical(physical_offset)?;
+        }
+        Ok(())
+    }
+
+    /// Corrects every queue's minimum after commit-log head deletion.
+    pub fn correct_min_offsets(&self, commit_log_min_offset: i64) -> Result<(), StoreError> {
+        for q in self.queues() {
+            q.correct_min_offset(commit_log_min_offset)?;
+        }
+        Ok(())
+    }
+
+    /// fsyncs every queue.
+    pub fn flush_all(&self) -> Result<(), StoreError> {
+        for q in self.queues() {
+            q.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Deletes all queues of a topic and their files.
+    pub fn remove_topic(&self, topic: &str) -> Result<(), StoreError> {
+        let qs = self.queues_of_topic(topic);
+        for q in &qs {
+            self.queues.remove(&(topic.to_owned(), q.queue_id()));
+            q.destroy()?;
+        }
+        let dir = self.root.join(topic);
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError::io(&dir)(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_unit_vector() {
+        let u = CqUnit {
+            physical_offset: 48,
+            size: 187,
+            tag_code: 2_598_919,
+        };
+        let expect = [
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x30, 0x00, 0x00, 0x00, 0xbb, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x27, 0xa8, 0x07,
+        ];
+        assert_eq!(u.encode(), expect);
+        assert_eq!(CqUnit::decode(&expect), u);
+    }
+}
