@@ -430,10 +430,13 @@ impl Store {
         if new_next >= self.next_index {
             return Ok(());
         }
-        let cut = self.sh.index_entry(new_next)?.pos.0;
-        let new_end = match keep {
-            Some(k) if self.begin.is_some_and(|b| k >= b) => Some((k, self.sh.index_entry(k)?.term)),
-            _ => None,
+        // Cut right after the kept entry (a blank that followed it goes too).
+        let (cut, new_end) = match keep {
+            Some(k) if self.begin.is_some_and(|b| k >= b) => {
+                let ie = self.sh.index_entry(k)?;
+                (ie.pos.0 + u64::from(ie.size), Some((k, ie.term)))
+            }
+            _ => (self.sh.index_entry(new_next)?.pos.0, None),
         };
         let old_write = self.write_pos;
         let old_index_end = self.next_index.0 * INDEX_ENTRY_BYTES as u64;
