@@ -83,6 +83,7 @@
 //! `invoke_oneway` requests on the same connection (CHECK_TRANSACTION_STATE,
 //! NOTIFY_CONSUMER_IDS_CHANGED). A [`ConnectionListener`] is told when connections close.
 
+pub mod body;
 pub mod client;
 pub mod code;
 pub mod codec;
