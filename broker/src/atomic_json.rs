@@ -63,9 +63,8 @@ pub fn parse_json_lenient<T: DeserializeOwned>(text: &str) -> Result<T, serde_js
 /// `Ok(None)` when neither exists.
 pub fn load_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StoreError> {
     let main = load_one::<T>(path);
-    match main {
-        Ok(Some(v)) => return Ok(Some(v)),
-        Ok(None) | Err(_) => {}
+    if let Ok(Some(v)) = main {
+        return Ok(Some(v));
     }
     let bak = with_suffix(path, ".bak");
     match load_one::<T>(&bak) {

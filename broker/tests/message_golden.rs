@@ -2,6 +2,8 @@
 // golden vectors of spec/message-format.md §14 byte for byte. Method: encode the spec's inputs,
 // compare with the hex dumps; decode the dumps back and compare fields.
 
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too; tests may unwrap
+
 use std::net::SocketAddr;
 
 use broker::message::record::{

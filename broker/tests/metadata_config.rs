@@ -3,6 +3,8 @@
 // key. Method: parse literal texts and the shipped conf/dledger samples; capture tracing
 // output with a test subscriber.
 
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns unwrap too; tests may unwrap
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -17,7 +19,11 @@ fn conf_path(name: &str) -> PathBuf {
 
 #[test]
 fn shipped_dledger_samples_parse_with_the_spec_values() {
-    for (i, port, dport) in [(0u32, 30911u16, "40911"), (1, 30921, "40912"), (2, 30931, "40913")] {
+    for (i, port, dport) in [
+        (0u32, 30911u16, "40911"),
+        (1, 30921, "40912"),
+        (2, 30931, "40913"),
+    ] {
         let cfg = BrokerConfig::from_file(&conf_path(&format!("broker-n{i}.conf"))).unwrap();
         assert_eq!(cfg.broker_cluster_name, "RaftCluster");
         assert_eq!(cfg.broker_name, "RaftNode00");
@@ -36,7 +42,10 @@ fn shipped_dledger_samples_parse_with_the_spec_values() {
                 addr: "127.0.0.1:40913".into()
             }
         );
-        assert_eq!(cfg.dleger_self_id.as_deref(), Some(format!("n{i}").as_str()));
+        assert_eq!(
+            cfg.dleger_self_id.as_deref(),
+            Some(format!("n{i}").as_str())
+        );
         assert_eq!(cfg.send_message_thread_pool_nums, 16);
         assert_eq!(cfg.broker_ip1, "127.0.0.1");
         assert!(cfg.extra.is_empty(), "no unknown keys in the samples");
@@ -76,7 +85,10 @@ fn defaults_are_rocketmq_defaults() {
     assert_eq!(cfg.delete_when, "04");
     assert_eq!(cfg.message_delay_level_ms.len(), 18);
     assert_eq!(cfg.register_name_server_period_ms, 30_000);
-    assert_eq!(cfg.store_path_commit_log, cfg.store_path_root_dir.join("commitlog"));
+    assert_eq!(
+        cfg.store_path_commit_log,
+        cfg.store_path_root_dir.join("commitlog")
+    );
 }
 
 #[test]
@@ -141,22 +153,34 @@ fn invalid_key(text: &str) -> String {
 fn invalid_values_stop_startup_naming_the_key() {
     assert_eq!(invalid_key("listenPort=70000"), "listenPort");
     assert_eq!(invalid_key("listenPort=abc"), "listenPort");
-    assert_eq!(invalid_key("autoCreateTopicEnable=yes"), "autoCreateTopicEnable");
+    assert_eq!(
+        invalid_key("autoCreateTopicEnable=yes"),
+        "autoCreateTopicEnable"
+    );
     assert_eq!(invalid_key("flushDiskType=SOMETIMES"), "flushDiskType");
     assert_eq!(invalid_key("messageDelayLevel=1s 5x"), "messageDelayLevel");
     assert_eq!(invalid_key("dLegerPeers=n0-127.0.0.1"), "dLegerPeers");
     assert_eq!(invalid_key("dLegerPeers=n0-a:1;n0-b:2"), "dLegerPeers");
     assert_eq!(invalid_key("maxMessageSize=0"), "maxMessageSize");
-    let dledger = "enableDLegerCommitLog=true\ndLegerGroup=g\ndLegerPeers=n0-127.0.0.1:1;n1-127.0.0.1:2\n";
-    assert_eq!(invalid_key(&format!("{dledger}dLegerSelfId=n5")), "dLegerSelfId");
-    assert_eq!(invalid_key(&format!("{dledger}dLegerSelfId=x")), "dLegerSelfId");
+    let dledger =
+        "enableDLegerCommitLog=true\ndLegerGroup=g\ndLegerPeers=n0-127.0.0.1:1;n1-127.0.0.1:2\n";
+    assert_eq!(
+        invalid_key(&format!("{dledger}dLegerSelfId=n5")),
+        "dLegerSelfId"
+    );
+    assert_eq!(
+        invalid_key(&format!("{dledger}dLegerSelfId=x")),
+        "dLegerSelfId"
+    );
     assert_eq!(invalid_key(dledger), "dLegerSelfId");
     assert_eq!(
         invalid_key("enableDLegerCommitLog=true\ndLegerSelfId=n0\ndLegerPeers=n0-h:1"),
         "dLegerGroup"
     );
     assert_eq!(
-        invalid_key(&format!("{dledger}dLegerSelfId=n1\nenableControllerMode=true")),
+        invalid_key(&format!(
+            "{dledger}dLegerSelfId=n1\nenableControllerMode=true"
+        )),
         "enableControllerMode"
     );
     let err = BrokerConfig::from_properties("listenPort=abc").unwrap_err();

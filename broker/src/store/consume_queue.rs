@@ -873,21 +873,4 @@ impl ConsumeQueueSet {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn spec_unit_vector() {
-        let u = CqUnit {
-            physical_offset: 48,
-            size: 187,
-            tag_code: 2_598_919,
-        };
-        let expect = [
-            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x30, 0x00, 0x00, 0x00, 0xbb, 0x00, 0x00,
-            0x00, 0x00, 0x00, 0x27, 0xa8, 0x07,
-        ];
-        assert_eq!(u.encode(), expect);
-        assert_eq!(CqUnit::decode(&expect), u);
-    }
-}
+mod tests;

@@ -447,7 +447,9 @@ impl KeyIndex {
     }
 
     /// Candidate offsets of records of `topic` with `key`, stored within
-    /// `[begin_ts, end_ts]` (ms; second precision, like Java), newest files first.
+    /// `[begin_ts, end_ts]` (ms), newest first. Entry times have whole-second precision, so
+    /// records stored up to 1 s before `begin_ts` may be included: callers check the record's
+    /// key and store timestamp, as Java's QUERY_MESSAGE does.
     pub fn query(
         &self,
         topic: &str,
@@ -511,13 +513,4 @@ impl KeyIndex {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn file_names_and_hash() {
-        assert_eq!(index_file_name(1_700_000_000_123), "20231114221320123");
-        assert_eq!(index_file_name(0), "19700101000000000");
-        assert!(index_key_hash("TopicTest", "k1") >= 0);
-    }
-}
+mod tests;

@@ -318,11 +318,19 @@ impl TopicTable {
         serde_json::to_string(&self.snapshot()).unwrap_or_default()
     }
 
-    /// Slave sync: if the master's version differs, replace the whole table with the master's
-    /// and persist. Returns whether anything changed.
+    /// Slave sync: unless the master's version and table equal ours (Java compares only the
+    /// version; two tables changed in the same millisecond can share one), replace the whole
+    /// table with the master's and persist. Returns whether anything changed.
     pub fn apply_snapshot(&self, master: TopicConfigSerializeWrapper) -> Result<bool, StoreError> {
         if self.data_version() == master.data_version {
-            return Ok(false);
+            let same = self.topics.len() == master.topic_config_table.len()
+                && master
+                    .topic_config_table
+                    .iter()
+                    .all(|(k, v)| self.topics.get(k).is_some_and(|c| *c == *v));
+            if same {
+                return Ok(false);
+            }
         }
         self.topics
             .retain(|name, _| master.topic_config_table.contains_key(name));

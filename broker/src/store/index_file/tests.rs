@@ -1,0 +1,121 @@
+// Goal: the key index finds every indexed record by key within a time range, across file
+// rolls and restarts, and stays bounded on damaged chains. Method: tiny index files (few
+// slots so chains collide, few entries so files roll) in a temp dir.
+
+use super::*;
+
+const T0: i64 = 1_700_000_000_000;
+
+fn small() -> IndexConfig {
+    IndexConfig {
+        hash_slots: 2,
+        max_entries: 6,
+    }
+}
+
+#[test]
+fn file_names_and_hash() {
+    assert_eq!(index_file_name(1_700_000_000_123), "20231114221320123");
+    assert_eq!(index_file_name(0), "19700101000000000");
+    assert!(index_key_hash("TopicTest", "k1") >= 0);
+    assert_eq!(
+        index_key_hash("T", "k"),
+        java_string_hash("T#k").abs(),
+        "topic#key, like Java's buildKey"
+    );
+}
+
+#[test]
+fn finds_keys_and_uniq_keys_across_rolls_and_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let idx = KeyIndex::open(dir.path(), small()).unwrap();
+        assert_eq!(idx.last_physical_offset(), 0);
+        for i in 0..10i64 {
+            let keys = format!("order{} shared", i % 3);
+            let uniq = format!("UNIQ{i}");
+            idx.index_message("T", Some(&keys), Some(&uniq), 48 + i * 200, T0 + i * 1000)
+                .unwrap();
+        }
+        // 30 keys, 5 entries per file (entry numbers 1..=5).
+        assert_eq!(idx.file_count(), 6);
+        assert_eq!(idx.last_physical_offset(), 48 + 9 * 200);
+        idx.flush().unwrap();
+    }
+    let idx = KeyIndex::open(dir.path(), small()).unwrap();
+    assert_eq!(idx.file_count(), 6);
+    let r = idx.query("T", "UNIQ4", 10, 0, i64::MAX).unwrap();
+    assert_eq!(r.physical_offsets, vec![48 + 800]);
+    assert_eq!(r.last_update_phys_offset, 48 + 9 * 200);
+    assert_eq!(r.last_update_timestamp, T0 + 9000);
+    let mut order1 = idx
+        .query("T", "order1", 10, 0, i64::MAX)
+        .unwrap()
+        .physical_offsets;
+    order1.sort();
+    assert_eq!(order1, vec![48 + 200, 48 + 800, 48 + 1400]);
+    // Newest first, bounded by maxNum.
+    let shared = idx
+        .query("T", "shared", 3, 0, i64::MAX)
+        .unwrap()
+        .physical_offsets;
+    assert_eq!(shared, vec![48 + 1800, 48 + 1600, 48 + 1400]);
+    // Time range: second precision, widened by one second before `begin`.
+    let ranged = idx.query("T", "shared", 10, T0 + 2000, T0 + 4000).unwrap();
+    let mut got = ranged.physical_offsets;
+    got.sort();
+    assert_eq!(got, vec![48 + 200, 48 + 400, 48 + 600, 48 + 800]);
+    let ranged = idx.query("T", "shared", 10, T0 + 2001, T0 + 3999).unwrap();
+    let mut got = ranged.physical_offsets;
+    got.sort();
+    assert_eq!(got, vec![48 + 400, 48 + 600]);
+    // Another topic with the same key is a different hash.
+    assert!(idx
+        .query("Other", "UNIQ4", 10, 0, i64::MAX)
+        .unwrap()
+        .physical_offsets
+        .is_empty());
+    // Deleting expired files keeps the newest.
+    assert_eq!(idx.delete_expired(48 + 1000).unwrap(), 3);
+    assert_eq!(idx.file_count(), 3);
+    assert_eq!(idx.delete_expired(i64::MAX).unwrap(), 2);
+    assert_eq!(idx.file_count(), 1);
+}
+
+#[test]
+fn damaged_chains_terminate() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = IndexConfig {
+        hash_slots: 1,
+        max_entries: 100,
+    };
+    let idx = KeyIndex::open(dir.path(), cfg).unwrap();
+    for i in 0..5 {
+        idx.put_key("T", "k", 48 + i, T0).unwrap();
+    }
+    let f = &idx.files()[0];
+    // Make entry 2 point forward to 4 (a cycle in a damaged file).
+    f.file
+        .write_all_at(&4i32.to_be_bytes(), f.entry_pos(2) + 16)
+        .unwrap();
+    let r = idx.query("T", "k", 100, 0, i64::MAX).unwrap();
+    assert_eq!(r.physical_offsets, vec![52, 51, 50, 49]);
+}
+
+#[test]
+fn rejects_files_of_the_wrong_size_and_bad_config() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("20231114221320123"), b"short").unwrap();
+    assert!(matches!(
+        KeyIndex::open(dir.path(), small()),
+        Err(StoreError::Corrupt { .. })
+    ));
+    assert!(KeyIndex::open(
+        dir.path(),
+        IndexConfig {
+            hash_slots: 0,
+            max_entries: 5
+        }
+    )
+    .is_err());
+}
