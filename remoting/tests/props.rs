@@ -162,10 +162,8 @@ proptest! {
                     prop_assert!(is_too_long);
                 }
             }
-            4 => {
-                if byte > 1 {
-                    prop_assert_eq!(outcome.unwrap_err(), FrameError::UnknownSerializeType { found: byte });
-                }
+            4 if byte > 1 => {
+                prop_assert_eq!(outcome.unwrap_err(), FrameError::UnknownSerializeType { found: byte });
             }
             _ => {}
         }
