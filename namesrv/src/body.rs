@@ -229,7 +229,10 @@ mod tests {
         assert_eq!(wrapper.data_version.counter, 3);
         assert_eq!(wrapper.data_version.timestamp, 1_700_000_000_000);
         let topic = &wrapper.topic_config_table["TopicTest"];
-        assert_eq!((topic.read_queue_nums, topic.write_queue_nums, topic.perm), (4, 4, 6));
+        assert_eq!(
+            (topic.read_queue_nums, topic.write_queue_nums, topic.perm),
+            (4, 4, 6)
+        );
     }
 
     #[test]
@@ -242,7 +245,10 @@ mod tests {
         assert_eq!(topic.read_queue_nums, 16);
         assert_eq!(topic.perm, 6);
         assert!(body.filter_server_list.is_empty());
-        assert_eq!(body.topic_config_serialize_wrapper.data_version, DataVersion::default());
+        assert_eq!(
+            body.topic_config_serialize_wrapper.data_version,
+            DataVersion::default()
+        );
     }
 
     #[test]

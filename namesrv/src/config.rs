@@ -87,7 +87,7 @@ impl NameServerConfig {
             .map(|p| p.display().to_string())
             .unwrap_or_default();
         let mut lines = [
-            format!("clusterTest=false"),
+            "clusterTest=false".to_owned(),
             format!(
                 "deleteTopicWithBrokerRegistration={}",
                 switches.delete_topic_with_broker_registration

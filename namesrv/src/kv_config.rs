@@ -86,7 +86,9 @@ impl KvConfig {
 
     /// Every entry of `namespace`, or `None` when it has none.
     pub fn namespace(&self, namespace: &str) -> Option<KvTable> {
-        self.table.get(namespace).map(|t| KvTable { table: t.clone() })
+        self.table
+            .get(namespace)
+            .map(|t| KvTable { table: t.clone() })
     }
 
     fn persist(&self) -> Result<(), NamesrvError> {
@@ -141,7 +143,10 @@ mod tests {
         let mut kv = KvConfig::open(Some(path.clone())).unwrap();
         kv.put(NAMESPACE_ORDER_TOPIC_CONFIG, "T", "b:4").unwrap();
         let text = fs::read_to_string(&path).unwrap();
-        assert_eq!(text, r#"{"configTable":{"ORDER_TOPIC_CONFIG":{"T":"b:4"}}}"#);
+        assert_eq!(
+            text,
+            r#"{"configTable":{"ORDER_TOPIC_CONFIG":{"T":"b:4"}}}"#
+        );
         let again = KvConfig::open(Some(path.clone())).unwrap();
         assert_eq!(again.get(NAMESPACE_ORDER_TOPIC_CONFIG, "T"), Some("b:4"));
         fs::write(&path, b"{broken").unwrap();

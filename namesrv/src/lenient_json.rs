@@ -143,7 +143,10 @@ mod tests {
     #[test]
     fn unquoted_integer_keys_get_quotes() {
         assert_eq!(q(r#"{0:"a",1:"b"}"#), r#"{"0":"a","1":"b"}"#);
-        assert_eq!(q(r#"{"t":{-1:"a", 12 :3}}"#), r#"{"t":{"-1":"a", "12" :3}}"#);
+        assert_eq!(
+            q(r#"{"t":{-1:"a", 12 :3}}"#),
+            r#"{"t":{"-1":"a", "12" :3}}"#
+        );
     }
 
     #[test]
@@ -154,7 +157,10 @@ mod tests {
 
     #[test]
     fn strings_containing_braces_are_not_rewritten() {
-        assert_eq!(q(r#"{"s":"{1:2,3:4}",7:"\"{8:9"}"#), r#"{"s":"{1:2,3:4}","7":"\"{8:9"}"#);
+        assert_eq!(
+            q(r#"{"s":"{1:2,3:4}",7:"\"{8:9"}"#),
+            r#"{"s":"{1:2,3:4}","7":"\"{8:9"}"#
+        );
     }
 
     #[test]

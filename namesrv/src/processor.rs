@@ -100,15 +100,21 @@ impl NameServerState {
             RequestCode::GET_KVLIST_BY_NAMESPACE => self.kv_list(request),
             RequestCode::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => self.all_topics(),
             RequestCode::GET_TOPICS_BY_CLUSTER => self.topics_by_cluster(request),
-            RequestCode::GET_SYSTEM_TOPIC_LIST_FROM_NS => Ok(json_ok(&self.table().system_topics())),
+            RequestCode::GET_SYSTEM_TOPIC_LIST_FROM_NS => {
+                Ok(json_ok(&self.table().system_topics()))
+            }
             RequestCode::GET_UNIT_TOPIC_LIST => self.unit_topics(UnitTopicFilter::Unit),
-            RequestCode::GET_HAS_UNIT_SUB_TOPIC_LIST => self.unit_topics(UnitTopicFilter::HasUnitSub),
+            RequestCode::GET_HAS_UNIT_SUB_TOPIC_LIST => {
+                self.unit_topics(UnitTopicFilter::HasUnitSub)
+            }
             RequestCode::GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST => {
                 self.unit_topics(UnitTopicFilter::HasUnitSubNotUnit)
             }
             RequestCode::DELETE_TOPIC_IN_NAMESRV => self.delete_topic(request),
             RequestCode::REGISTER_TOPIC_IN_NAMESRV => self.register_topic(request),
-            RequestCode::WIPE_WRITE_PERM_OF_BROKER => self.write_perm(request, WritePermChange::Wipe),
+            RequestCode::WIPE_WRITE_PERM_OF_BROKER => {
+                self.write_perm(request, WritePermChange::Wipe)
+            }
             RequestCode::ADD_WRITE_PERM_OF_BROKER => self.write_perm(request, WritePermChange::Add),
             RequestCode::GET_NAMESRV_CONFIG => Ok(RemotingCommand::success()
                 .with_body(self.config.to_properties(&self.switches()).into_bytes())),
@@ -213,7 +219,10 @@ impl NameServerState {
     fn query_data_version(&self, request: &RemotingCommand) -> Handled {
         let header: QueryDataVersionRequestHeader = decode_header(request)?;
         let version: DataVersion = body::decode(request.body()).map_err(|e| {
-            error(ResponseCode::SYSTEM_ERROR, format!("malformed DataVersion body: {e}"))
+            error(
+                ResponseCode::SYSTEM_ERROR,
+                format!("malformed DataVersion body: {e}"),
+            )
         })?;
         let now = self.now_ms();
         let (changed, held) = self.table_mut().query_data_version(
@@ -222,9 +231,10 @@ impl NameServerState {
             &version,
             now,
         );
-        let mut response = RemotingCommand::success().with_header(&QueryDataVersionResponseHeader {
-            changed: Some(changed),
-        });
+        let mut response =
+            RemotingCommand::success().with_header(&QueryDataVersionResponseHeader {
+                changed: Some(changed),
+            });
         if let Some(held) = held {
             response = response.with_body(body::encode(&held));
         }
@@ -242,9 +252,11 @@ impl NameServerState {
     fn get_kv_config(&self, request: &RemotingCommand) -> Handled {
         let h: GetKvConfigRequestHeader = decode_header(request)?;
         match self.kv().get(&h.namespace, &h.key) {
-            Some(value) => Ok(RemotingCommand::success().with_header(&GetKvConfigResponseHeader {
-                value: Some(value.to_owned()),
-            })),
+            Some(value) => Ok(
+                RemotingCommand::success().with_header(&GetKvConfigResponseHeader {
+                    value: Some(value.to_owned()),
+                }),
+            ),
             None => Err(error(
                 ResponseCode::QUERY_NOT_FOUND,
                 format!("No config item, Namespace: {} Key: {}", h.namespace, h.key),
@@ -306,7 +318,10 @@ impl NameServerState {
             return Ok(RemotingCommand::success());
         }
         let route: TopicRouteData = body::decode(request.body()).map_err(|e| {
-            error(ResponseCode::SYSTEM_ERROR, format!("malformed TopicRouteData body: {e}"))
+            error(
+                ResponseCode::SYSTEM_ERROR,
+                format!("malformed TopicRouteData body: {e}"),
+            )
         })?;
         if let Err(e) = self.table_mut().register_topic(&h.topic, route.queue_datas) {
             // Java logs and still answers SUCCESS.
@@ -331,7 +346,10 @@ impl NameServerState {
     }
 
     fn update_config(&self, request: &RemotingCommand) -> Handled {
-        let mut switches = self.switches.write().unwrap_or_else(PoisonError::into_inner);
+        let mut switches = self
+            .switches
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
         apply_properties(request.body(), &mut switches)
             .map_err(|e| error(ResponseCode::SYSTEM_ERROR, e.to_string()))?;
         let mut table = self.table_mut();
@@ -370,7 +388,11 @@ pub struct NamesrvProcessor {
 }
 
 impl RequestProcessor for NamesrvProcessor {
-    fn process<'a>(&'a self, conn: ConnectionHandle, request: RemotingCommand) -> ProcessFuture<'a> {
+    fn process<'a>(
+        &'a self,
+        conn: ConnectionHandle,
+        request: RemotingCommand,
+    ) -> ProcessFuture<'a> {
         let response = self.state.handle(Some(ConnectionId(conn.id().0)), &request);
         Box::pin(std::future::ready(Some(response)))
     }

@@ -128,7 +128,9 @@ async fn scan_loop(connections: Arc<BrokerConnections>, every: Duration, stop: C
         let now = connections.state.now_ms();
         let expired = connections.state.table_mut().expire_brokers(now);
         for broker in expired {
-            let Some(id) = broker.connection else { continue };
+            let Some(id) = broker.connection else {
+                continue;
+            };
             let conn = connections.open().get(&id.0).cloned();
             if let Some(conn) = conn {
                 conn.close();

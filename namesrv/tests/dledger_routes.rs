@@ -4,6 +4,8 @@
 //! brokers send after a role change); the route and the `masterAddr` answers are checked after
 //! every step.
 
+#![allow(clippy::unwrap_used)] // tests and benches may unwrap
+
 mod common;
 
 use common::*;
@@ -24,10 +26,16 @@ async fn three_brokers_through_startup_and_leader_change() {
     // Startup: no role yet, every member registers with id -1 (quirk Q12).
     let answer = b0.register(-1, TOPICS).await;
     assert_eq!(answer.master_addr, None);
-    assert_eq!(route_addrs(&client, at, "TopicTest").await, addrs(&[(-1, N0)]));
+    assert_eq!(
+        route_addrs(&client, at, "TopicTest").await,
+        addrs(&[(-1, N0)])
+    );
     b1.register(-1, TOPICS).await;
     b2.register(-1, TOPICS).await;
-    assert_eq!(route_addrs(&client, at, "TopicTest").await, addrs(&[(-1, N2)]));
+    assert_eq!(
+        route_addrs(&client, at, "TopicTest").await,
+        addrs(&[(-1, N2)])
+    );
     let r = route(&client, at, "TopicTest").await.unwrap();
     assert_eq!(r.queue_datas.len(), 1);
     assert_eq!(r.queue_datas[0].write_queue_nums, 4);

@@ -2,6 +2,8 @@
 //! change nothing. Method: a name server with a 300 ms broker timeout and a 20 ms scan; fake
 //! brokers register over loopback; the table is compared before and after each bad request.
 
+#![allow(clippy::unwrap_used)] // tests and benches may unwrap
+
 mod common;
 
 use common::*;
@@ -14,7 +16,11 @@ const N1: &str = "127.0.0.1:30921";
 
 async fn cluster_info(client: &RemotingClient, at: std::net::SocketAddr) -> ClusterInfo {
     let resp = client
-        .invoke(at, RemotingCommand::request_empty(RequestCode::GET_BROKER_CLUSTER_INFO), TIMEOUT)
+        .invoke(
+            at,
+            RemotingCommand::request_empty(RequestCode::GET_BROKER_CLUSTER_INFO),
+            TIMEOUT,
+        )
         .await
         .unwrap();
     assert_eq!(resp.response_code(), ResponseCode::SUCCESS);
@@ -30,7 +36,10 @@ async fn silent_broker_expires_but_registering_one_stays() {
     let slave = FakeBroker::new(at, GROUP, N1);
     master.register(0, &[("T", 2)]).await;
     slave.register(2, &[("T", 2)]).await;
-    assert_eq!(route_addrs(&client, at, "T").await, addrs(&[(0, N0), (2, N1)]));
+    assert_eq!(
+        route_addrs(&client, at, "T").await,
+        addrs(&[(0, N0), (2, N1)])
+    );
 
     // Keep the master registering; let the slave go silent (its connection stays open).
     eventually("slave expired", || async {
@@ -41,8 +50,14 @@ async fn silent_broker_expires_but_registering_one_stays() {
     assert!(ns.route_table().live_info(CLUSTER, N1).is_none());
 
     // Then the master goes silent too: the whole group and its topics disappear.
-    eventually("master expired", || async { route(&client, at, "T").await.is_err() }).await;
-    assert_eq!(route(&client, at, "T").await.unwrap_err(), ResponseCode::TOPIC_NOT_EXIST);
+    eventually("master expired", || async {
+        route(&client, at, "T").await.is_err()
+    })
+    .await;
+    assert_eq!(
+        route(&client, at, "T").await.unwrap_err(),
+        ResponseCode::TOPIC_NOT_EXIST
+    );
     assert!(cluster_info(&client, at).await.broker_addr_table.is_empty());
 
     // A broker that comes back is routed again.
@@ -71,7 +86,10 @@ async fn unregister_removes_broker() {
     );
     let resp = b.client.invoke(at, req, TIMEOUT).await.unwrap();
     assert_eq!(resp.response_code(), ResponseCode::SUCCESS);
-    assert_eq!(route(&b.client, at, "T").await.unwrap_err(), ResponseCode::TOPIC_NOT_EXIST);
+    assert_eq!(
+        route(&b.client, at, "T").await.unwrap_err(),
+        ResponseCode::TOPIC_NOT_EXIST
+    );
     b.client.shutdown().await;
     ns.shutdown().await;
 }
@@ -133,7 +151,8 @@ async fn malformed_registrations_get_errors_and_change_nothing() {
             "compressed body",
             {
                 let mut r = register_request_raw(GROUP, N1, 0, good_body.clone(), None);
-                r.ext_fields_mut().insert("compressed".into(), "true".into());
+                r.ext_fields_mut()
+                    .insert("compressed".into(), "true".into());
                 r
             },
             "compressed",
@@ -144,8 +163,16 @@ async fn malformed_registrations_get_errors_and_change_nothing() {
         assert_eq!(resp.response_code(), ResponseCode::SYSTEM_ERROR, "{what}");
         let remark = resp.remark().unwrap_or_default();
         assert!(remark.contains(remark_part), "{what}: remark {remark:?}");
-        assert_eq!(cluster_info(&b.client, at).await, before, "{what} changed the table");
-        assert_eq!(route(&b.client, at, "T").await.unwrap(), route_before, "{what}");
+        assert_eq!(
+            cluster_info(&b.client, at).await,
+            before,
+            "{what} changed the table"
+        );
+        assert_eq!(
+            route(&b.client, at, "T").await.unwrap(),
+            route_before,
+            "{what}"
+        );
         assert_eq!(
             route(&b.client, at, "New").await.unwrap_err(),
             ResponseCode::TOPIC_NOT_EXIST,

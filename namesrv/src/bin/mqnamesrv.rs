@@ -95,6 +95,8 @@ async fn wait_for_stop_signal() -> anyhow::Result<()> {
         }
     }
     #[cfg(not(unix))]
-    tokio::signal::ctrl_c().await.context("cannot watch Ctrl-C")?;
+    tokio::signal::ctrl_c()
+        .await
+        .context("cannot watch Ctrl-C")?;
     Ok(())
 }

@@ -156,13 +156,23 @@ impl RouteTable {
         for (cluster, names) in &self.clusters {
             assert!(!names.is_empty(), "cluster {cluster} without brokers");
             for name in names {
-                let data = self.brokers.get(name).expect("cluster names a known broker");
-                assert!(!data.broker_addrs.is_empty(), "broker {name} without addresses");
+                let data = self
+                    .brokers
+                    .get(name)
+                    .expect("cluster names a known broker");
+                assert!(
+                    !data.broker_addrs.is_empty(),
+                    "broker {name} without addresses"
+                );
             }
         }
         for data in self.brokers.values() {
             let addrs: BTreeSet<&String> = data.broker_addrs.values().collect();
-            assert_eq!(addrs.len(), data.broker_addrs.len(), "address under two ids");
+            assert_eq!(
+                addrs.len(),
+                data.broker_addrs.len(),
+                "address under two ids"
+            );
         }
         for (topic, queues) in &self.topic_queues {
             assert!(!queues.is_empty(), "topic {topic} without queues");

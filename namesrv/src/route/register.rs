@@ -189,7 +189,13 @@ impl RouteTable {
         }
     }
 
-    fn update_queue_data(&mut self, topic: &str, broker_name: &str, config: &TopicConfig, perm: i32) {
+    fn update_queue_data(
+        &mut self,
+        topic: &str,
+        broker_name: &str,
+        config: &TopicConfig,
+        perm: i32,
+    ) {
         let queue = QueueData {
             broker_name: broker_name.to_owned(),
             perm,
@@ -271,7 +277,9 @@ impl RouteTable {
         let mut group_removed = false;
         if let Some(broker) = self.brokers.get_mut(&req.broker_name) {
             // Remove by address, not id: the id may already belong to another process.
-            broker.broker_addrs.retain(|_, addr| *addr != req.broker_addr);
+            broker
+                .broker_addrs
+                .retain(|_, addr| *addr != req.broker_addr);
             if broker.broker_addrs.is_empty() {
                 self.brokers.remove(&req.broker_name);
                 group_removed = true;

@@ -117,7 +117,10 @@ fn dledger_group_moves_through_ids_and_leader_change() {
 fn queue_data_only_from_master_for_old_brokers() {
     let mut t = RouteTable::default();
     t.register_broker(reg(N1, 2, 1), 0);
-    assert!(t.topic_route("TopicTest").is_none(), "4.x slave does not define queues");
+    assert!(
+        t.topic_route("TopicTest").is_none(),
+        "4.x slave does not define queues"
+    );
     t.register_broker(reg(N0, 0, 0), 0);
     assert!(t.topic_route("TopicTest").is_some());
 }
@@ -130,7 +133,10 @@ fn five_x_smallest_id_defines_queues_and_minus_one_is_routed() {
     t.register_broker(r, 0);
     let route = t.topic_route("TopicTest").unwrap();
     assert_eq!(route.broker_datas[0].broker_addrs, addrs(&[(-1, N0)]));
-    assert_eq!(route.queue_datas[0].perm, 6, "perm kept without acting master");
+    assert_eq!(
+        route.queue_datas[0].perm, 6,
+        "perm kept without acting master"
+    );
 }
 
 #[test]
@@ -139,7 +145,10 @@ fn acting_master_prime_slave_has_no_write_perm() {
     let mut r = reg(N1, 2, 1);
     r.enable_acting_master = Some(true);
     t.register_broker(r, 0);
-    assert_eq!(t.topic_route("TopicTest").unwrap().queue_datas[0].perm & PERM_WRITE, 0);
+    assert_eq!(
+        t.topic_route("TopicTest").unwrap().queue_datas[0].perm & PERM_WRITE,
+        0
+    );
 }
 
 #[test]
@@ -150,12 +159,18 @@ fn data_version_controls_queue_updates() {
     let mut same = reg(N0, 0, 0);
     same.topics = topics(&[("TopicTest", 2), ("TBW102", 8)], 1);
     t.register_broker(same, 1);
-    assert_eq!(t.topic_route("TopicTest").unwrap().queue_datas[0].read_queue_nums, 4);
+    assert_eq!(
+        t.topic_route("TopicTest").unwrap().queue_datas[0].read_queue_nums,
+        4
+    );
     // New version: taken.
     let mut newer = reg(N0, 0, 0);
     newer.topics = topics(&[("TopicTest", 2), ("TBW102", 8)], 2);
     t.register_broker(newer, 2);
-    assert_eq!(t.topic_route("TopicTest").unwrap().queue_datas[0].read_queue_nums, 2);
+    assert_eq!(
+        t.topic_route("TopicTest").unwrap().queue_datas[0].read_queue_nums,
+        2
+    );
     // A new topic under the same version is still added (missing for this broker).
     let mut extra = reg(N0, 0, 0);
     extra.topics = topics(&[("Other", 1)], 2);
@@ -163,8 +178,7 @@ fn data_version_controls_queue_updates() {
     assert!(t.topic_route("Other").is_some());
     // Topics the broker dropped stay unless the option says otherwise.
     assert!(t.topic_route("TBW102").is_some());
-    let (changed, held) =
-        t.query_data_version(CLUSTER, N0, &topics(&[], 2).data_version, 4);
+    let (changed, held) = t.query_data_version(CLUSTER, N0, &topics(&[], 2).data_version, 4);
     assert!(!changed);
     assert_eq!(held.unwrap().counter, 2);
     let (changed, _) = t.query_data_version(CLUSTER, N0, &topics(&[], 3).data_version, 4);
@@ -200,7 +214,10 @@ fn unregister_removes_address_and_empty_group() {
     });
     assert!(!gone);
     assert_eq!(ids(&t), addrs(&[(2, N1)]));
-    assert!(t.topic_route("TopicTest").is_some(), "queues stay while the group lives");
+    assert!(
+        t.topic_route("TopicTest").is_some(),
+        "queues stay while the group lives"
+    );
     let gone = t.unregister_broker(&BrokerUnregistration {
         cluster_name: CLUSTER.to_owned(),
         broker_addr: N1.to_owned(),
@@ -277,7 +294,10 @@ fn acting_master_group_losing_master_turns_read_only() {
     t.register_broker(s, 0);
     assert_eq!(t.topic_route("TopicTest").unwrap().queue_datas[0].perm, 6);
     t.connection_closed(ConnectionId(1));
-    assert_eq!(t.topic_route("TopicTest").unwrap().queue_datas[0].perm & PERM_WRITE, 0);
+    assert_eq!(
+        t.topic_route("TopicTest").unwrap().queue_datas[0].perm & PERM_WRITE,
+        0
+    );
 }
 
 #[test]
@@ -305,7 +325,10 @@ fn cluster_info_and_topic_lists() {
     assert_eq!(info.cluster_addr_table["C2"].len(), 1);
     assert_eq!(info.broker_addr_table["B2"].broker_addrs[&0], "127.0.0.1:1");
     assert_eq!(t.all_topics().topic_list, ["OnlyB2", "TBW102", "TopicTest"]);
-    assert_eq!(t.topics_by_cluster(CLUSTER).topic_list, ["TBW102", "TopicTest"]);
+    assert_eq!(
+        t.topics_by_cluster(CLUSTER).topic_list,
+        ["TBW102", "TopicTest"]
+    );
     assert!(t.topics_by_cluster("none").topic_list.is_empty());
     let sys = t.system_topics();
     assert_eq!(sys.topic_list, ["C2", "B2", CLUSTER, GROUP]);
@@ -357,7 +380,10 @@ fn register_topic_requires_known_brokers() {
     assert!(t.register_topic("New", vec![q(GROUP), q("ghost")]).is_err());
     assert!(t.topic_route("New").is_none());
     t.register_topic("New", vec![q(GROUP)]).unwrap();
-    assert_eq!(t.topic_route("New").unwrap().queue_datas[0].read_queue_nums, 2);
+    assert_eq!(
+        t.topic_route("New").unwrap().queue_datas[0].read_queue_nums,
+        2
+    );
     t.check_invariants();
 }
 
@@ -365,8 +391,16 @@ fn register_topic_requires_known_brokers() {
 fn unit_topic_filters() {
     let mut t = RouteTable::default();
     let mut r = reg(N0, 0, 1);
-    r.topics.topic_config_table.get_mut("TopicTest").unwrap().topic_sys_flag = 2;
-    r.topics.topic_config_table.get_mut("TBW102").unwrap().topic_sys_flag = 3;
+    r.topics
+        .topic_config_table
+        .get_mut("TopicTest")
+        .unwrap()
+        .topic_sys_flag = 2;
+    r.topics
+        .topic_config_table
+        .get_mut("TBW102")
+        .unwrap()
+        .topic_sys_flag = 3;
     t.register_broker(r, 0);
     assert_eq!(t.unit_topics(UnitTopicFilter::Unit).topic_list, ["TBW102"]);
     assert_eq!(
@@ -388,5 +422,9 @@ fn filter_servers_show_in_route() {
     let route = t.topic_route("TopicTest").unwrap();
     assert_eq!(route.filter_server_table[N0], ["127.0.0.1:5000"]);
     t.register_broker(reg(N0, 0, 1), 1);
-    assert!(t.topic_route("TopicTest").unwrap().filter_server_table.is_empty());
+    assert!(t
+        .topic_route("TopicTest")
+        .unwrap()
+        .filter_server_table
+        .is_empty());
 }

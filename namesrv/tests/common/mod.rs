@@ -1,15 +1,14 @@
 //! Shared helpers of the loopback tests: an in-process name server on a free port, a fake
 //! broker (its own client, hence its own connection) and request builders.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)] // shared by several test binaries; tests may unwrap
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use namesrv::body::{
-    self, DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper,
-    TopicRouteData,
+    self, DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper, TopicRouteData,
 };
 use namesrv::processor::masked_crc32;
 use namesrv::{NameServer, NameServerConfig, NameServerHandle};
@@ -120,8 +119,17 @@ impl FakeBroker {
     /// Two-way registration (the periodic one); returns the master address header.
     pub async fn register(&self, id: i64, topics: &[(&str, i32)]) -> RegisterBrokerResponseHeader {
         let req = register_request(&self.name, &self.addr, id, topic_wrapper(topics, 1));
-        let resp = self.client.invoke(self.namesrv, req, TIMEOUT).await.unwrap();
-        assert_eq!(resp.response_code(), ResponseCode::SUCCESS, "{:?}", resp.remark());
+        let resp = self
+            .client
+            .invoke(self.namesrv, req, TIMEOUT)
+            .await
+            .unwrap();
+        assert_eq!(
+            resp.response_code(),
+            ResponseCode::SUCCESS,
+            "{:?}",
+            resp.remark()
+        );
         resp.decode_header().unwrap()
     }
 
