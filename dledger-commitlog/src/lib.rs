@@ -3,7 +3,7 @@
 //! Layers (each only uses the ones below it):
 //!
 //! ```text
-//!   runtime (tokio shell, later)      drives core + store, owns the Store writer
+//!   runtime/   tokio shell: Ledger handle, driver task (owns Node + Store), peer tasks, RPC
 //!   core/      sans-IO Raft/DLedger state machine (no clock, no IO)
 //!   store/     files: data + index segments (mmap or in-memory), flush, clean, recovery
 //!   format/    pure byte layouts: entry, index entry, checkpoint, currterm
@@ -24,6 +24,7 @@
 pub mod config;
 pub mod core;
 pub mod format;
+pub mod runtime;
 pub mod store;
 pub mod types;
 

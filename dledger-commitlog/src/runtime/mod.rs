@@ -1,0 +1,45 @@
+//! Tokio shell around the sans-IO core: the [`Ledger`] handle the broker uses.
+//!
+//! ```text
+//!   Ledger (Clone) ── propose ──► bounded proposal queue ─┐   (full -> Busy)
+//!        │  role()/committed() watches, status()          │
+//!        ▼                                                ▼
+//!   driver task: owns core::Node<StoreLog> (and so the Store writer)
+//!        loop select!{ biased; control, network inbox, proposals, flush progress, ticker }
+//!        executes actions in order: PersistHardState (fsync) before anything later
+//!        │ Call                         ▲ Reply / Request(+oneshot)
+//!        ▼                              │
+//!   peer task per member (bounded queue, network IO only) ─► remoting client ─► peer
+//!   rpc server (remoting) ─ decodes DLedger bodies ─► network inbox ─► core ─► Respond
+//! ```
+//!
+//! Numbers at this boundary are DLedger's `i64` (`-1` = none): [`Committed`], [`CommittedMark`],
+//! [`RoleState`] and [`LedgerStatus`] use `i64` for indexes, positions and terms, exactly as
+//! on the wire; the storage layer's newtypes stay inside the crate.
+//!
+//! Invariants of the shell:
+//! * only the driver task touches the node and the store writer; everything else talks to it
+//!   through bounded channels and reads through [`StoreReader`] (committed entries only);
+//! * the driver never awaits another task: a full peer queue turns the call into a network
+//!   failure fed back to the core, so a slow peer can never stall consensus;
+//! * a proposal is answered exactly once; after it reached the core an unknown outcome is
+//!   reported as indeterminate (`TermChanged`), never as a definite failure;
+//! * role changes are published in order on a watch (latest state) and on a bounded broadcast
+//!   (every change, lag reported to the subscriber).
+
+mod driver;
+mod error;
+mod ledger;
+mod log_adapter;
+mod options;
+mod transport;
+mod types;
+
+pub use crate::config::{FlushMode, LedgerConfig};
+pub use crate::core::CoreConfig;
+pub use crate::store::{StoreError, StoreReader, StoredEntry};
+pub use crate::types::{Index, Pos};
+pub use error::{LedgerError, OptionError, ProposeError};
+pub use ledger::Ledger;
+pub use options::{parse_peers, LedgerOptions};
+pub use types::{Committed, CommittedMark, LedgerRole, LedgerStatus, PeerStatus, RoleState};

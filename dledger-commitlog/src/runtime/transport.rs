@@ -1,0 +1,220 @@
+//! DLedger RPC over remoting (spec dledger.md §3): the server side hands decoded requests to
+//! the driver and sends its answer back; one peer task per member sends the core's calls.
+//!
+//! Frames: request code = DLedger code, JSON header without extFields, JSON body; responses
+//! always carry remoting code 200 with the status in the body's `code` member. METADATA
+//! (50000) is answered here from the latest status snapshot; other codes get
+//! REQUEST_CODE_NOT_SUPPORTED.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use remoting::{
+    ConnectionHandle, ProcessFuture, RemotingClient, RemotingCommand, RemotingError, RequestCode,
+    RequestProcessor, ResponseCode,
+};
+use tokio::sync::{mpsc, oneshot};
+
+use super::types::LedgerStatus;
+use crate::core::messages::{Common, DLedgerCode, Request, Response};
+use crate::core::{CallFailure, CallId};
+
+/// Remoting request code of METADATA.
+pub(crate) const REQUEST_CODE_METADATA: i32 = 50_000;
+
+/// What the network side tells the driver.
+pub(crate) enum NetEvent {
+    /// An inbound DLedger request; the driver answers through `reply`.
+    Request {
+        req: Request,
+        reply: oneshot::Sender<Response>,
+    },
+    /// Outcome of an outbound call.
+    Reply {
+        call: CallId,
+        result: Result<Response, CallFailure>,
+    },
+}
+
+/// One outbound call for a peer task.
+pub(crate) struct OutCall {
+    pub call: CallId,
+    pub req: Request,
+}
+
+/// Liveness clock shared by a peer task and the status snapshot.
+#[derive(Debug)]
+pub(crate) struct PeerLiveness {
+    epoch: Instant,
+    /// ms since `epoch` of the last successful response + 1 (0 = never).
+    last_ok_ms: AtomicU64,
+}
+
+impl PeerLiveness {
+    pub(crate) fn new(epoch: Instant) -> Self {
+        PeerLiveness {
+            epoch,
+            last_ok_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn mark(&self) {
+        let ms = self.epoch.elapsed().as_millis() as u64 + 1;
+        self.last_ok_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Answered within the last `window_ms`.
+    pub(crate) fn alive_within(&self, window_ms: u64) -> bool {
+        let last = self.last_ok_ms.load(Ordering::Relaxed);
+        last != 0 && (self.epoch.elapsed().as_millis() as u64 + 1).saturating_sub(last) <= window_ms
+    }
+}
+
+/// Server side: every request goes through here.
+pub(crate) struct RpcService {
+    pub net_tx: mpsc::Sender<NetEvent>,
+    pub group: String,
+    pub self_id: String,
+    pub peers: Vec<(String, SocketAddr)>,
+    pub status: Arc<Mutex<LedgerStatus>>,
+}
+
+fn response(body: Vec<u8>) -> RemotingCommand {
+    RemotingCommand::success().with_body(body)
+}
+
+impl RpcService {
+    async fn handle(&self, request: RemotingCommand) -> Option<RemotingCommand> {
+        let code = request.code();
+        if code == REQUEST_CODE_METADATA {
+            return Some(response(self.metadata(&request)));
+        }
+        let req = match Request::decode_body(code, request.body()) {
+            Ok(Some(req)) => req,
+            Ok(None) => return Some(RemotingCommand::request_code_not_supported(&request)),
+            Err(e) => {
+                tracing::warn!(error = %e, "undecodable DLedger request");
+                let c = Common {
+                    code: DLedgerCode::UNEXPECTED_ARGUMENT,
+                    ..Common::default()
+                };
+                return Some(response(serde_json::to_vec(&c).unwrap_or_default()));
+            }
+        };
+        let (tx, rx) = oneshot::channel();
+        if self
+            .net_tx
+            .send(NetEvent::Request { req, reply: tx })
+            .await
+            .is_err()
+        {
+            return None; // shutting down: the caller times out, as with a dead member
+        }
+        let resp = rx.await.ok()?;
+        Some(response(resp.encode_body()))
+    }
+
+    /// MetadataResponse = common + `peers` (id -> address) + `leaderId`.
+    fn metadata(&self, request: &RemotingCommand) -> Vec<u8> {
+        let (leader, term) = {
+            let s = self.status.lock().unwrap_or_else(|e| e.into_inner());
+            (s.leader_id.clone(), s.term)
+        };
+        let asked: serde_json::Value = serde_json::from_slice(request.body()).unwrap_or_default();
+        let peers: serde_json::Map<String, serde_json::Value> = self
+            .peers
+            .iter()
+            .map(|(id, a)| (id.clone(), a.to_string().into()))
+            .collect();
+        let mut m = serde_json::Map::new();
+        m.insert("code".into(), 200.into());
+        m.insert("group".into(), self.group.clone().into());
+        if let Some(l) = leader {
+            m.insert("leaderId".into(), l.into());
+        }
+        if let Some(local) = asked.get("localId").filter(|v| v.is_string()) {
+            m.insert("localId".into(), local.clone());
+        }
+        m.insert("peers".into(), peers.into());
+        m.insert("remoteId".into(), self.self_id.clone().into());
+        m.insert("term".into(), term.into());
+        serde_json::to_vec(&m).unwrap_or_default()
+    }
+}
+
+impl RequestProcessor for RpcService {
+    fn process<'a>(
+        &'a self,
+        _conn: ConnectionHandle,
+        request: RemotingCommand,
+    ) -> ProcessFuture<'a> {
+        Box::pin(self.handle(request))
+    }
+}
+
+/// Sends one call and maps the outcome for the core.
+async fn call_once(
+    client: RemotingClient,
+    addr: SocketAddr,
+    out: OutCall,
+    timeout: Duration,
+) -> (CallId, Result<Response, CallFailure>) {
+    let code = out.req.request_code();
+    let cmd = RemotingCommand::request_empty(RequestCode(code)).with_body(out.req.encode_body());
+    drop(out.req);
+    let result = match client.invoke(addr, cmd, timeout).await {
+        Ok(resp) if resp.response_code() == ResponseCode::SUCCESS => {
+            Response::decode_body(code, resp.body()).map_err(|e| {
+                tracing::warn!(%addr, error = %e, "undecodable DLedger response");
+                CallFailure::Network
+            })
+        }
+        Ok(resp) => {
+            tracing::debug!(%addr, code = resp.code(), "DLedger call refused by remoting");
+            Err(CallFailure::Network)
+        }
+        Err(RemotingError::Timeout { .. }) => Err(CallFailure::Timeout),
+        Err(e) => {
+            tracing::trace!(%addr, error = %e, "DLedger call failed");
+            Err(CallFailure::Network)
+        }
+    };
+    (out.call, result)
+}
+
+type CallFuture = std::pin::Pin<
+    Box<dyn std::future::Future<Output = (CallId, Result<Response, CallFailure>)> + Send>,
+>;
+
+/// Network IO for one peer: takes calls from its bounded queue, keeps them in flight
+/// concurrently (the core bounds the window), and feeds outcomes to the driver.
+pub(crate) async fn peer_task(
+    addr: SocketAddr,
+    client: RemotingClient,
+    mut calls: mpsc::Receiver<OutCall>,
+    net_tx: mpsc::Sender<NetEvent>,
+    timeout: Duration,
+    liveness: Arc<PeerLiveness>,
+) {
+    let mut inflight: FuturesUnordered<CallFuture> = FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            biased;
+            Some((call, result)) = inflight.next(), if !inflight.is_empty() => {
+                if result.is_ok() {
+                    liveness.mark();
+                }
+                if net_tx.send(NetEvent::Reply { call, result }).await.is_err() {
+                    return;
+                }
+            }
+            next = calls.recv() => match next {
+                Some(out) => inflight.push(Box::pin(call_once(client.clone(), addr, out, timeout)) as CallFuture),
+                None => return,
+            },
+        }
+    }
+}

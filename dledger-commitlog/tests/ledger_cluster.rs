@@ -1,0 +1,338 @@
+//! Loopback integration tests of the `Ledger` runtime: real sockets on 127.0.0.1, real
+//! mmap stores in temp dirs.
+//!
+//! Ports: peers lists are fixed before start, so each test picks free ports by binding
+//! `127.0.0.1:0` (all at once, so they differ) and releasing them just before the ledgers
+//! bind. Every wait polls a condition with a deadline; nothing sleeps for synchronisation.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use dledger_commitlog::runtime::{Index, Ledger, LedgerOptions, LedgerRole, ProposeError};
+use tokio::sync::Mutex;
+
+fn free_addrs(n: usize) -> Vec<SocketAddr> {
+    let ls: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    ls.iter().map(|l| l.local_addr().unwrap()).collect()
+}
+
+fn options(dir: &Path, id: &str, peers: &[(String, SocketAddr)]) -> LedgerOptions {
+    let mut o = LedgerOptions::new(
+        "RaftNode00",
+        id,
+        peers.to_vec(),
+        dir.join(format!("dledger-{id}")),
+    );
+    // Small files keep the test's disk footprint and preallocation cheap.
+    o.store.data_segment_bytes = 8 << 20;
+    o.store.index_segment_bytes = 32 * 64 * 1024;
+    o
+}
+
+async fn poll<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// The single member that sees itself as leader, once exactly one does and all others agree.
+async fn wait_leader(nodes: &[Ledger], limit: Duration) -> usize {
+    poll("a leader", limit, || {
+        let leaders: Vec<usize> = (0..nodes.len())
+            .filter(|&i| nodes[i].role().borrow().role == LedgerRole::Leader)
+            .collect();
+        if leaders.len() != 1 {
+            return None;
+        }
+        let id = nodes[leaders[0]].self_id().to_owned();
+        let term = nodes[leaders[0]].role().borrow().term;
+        let agreed = nodes.iter().all(|n| {
+            let r = n.role().borrow().clone();
+            r.term == term && r.leader_id.as_deref() == Some(id.as_str())
+        });
+        agreed.then_some(leaders[0])
+    })
+    .await
+}
+
+async fn wait_committed(n: &Ledger, index: i64, limit: Duration) {
+    poll(&format!("{} to commit {index}", n.self_id()), limit, || {
+        (n.committed().borrow().index >= index).then_some(())
+    })
+    .await;
+}
+
+fn body(proposer: usize, seq: usize) -> Bytes {
+    // Variable length so entries land at irregular positions.
+    let mut v = format!("proposer-{proposer}-seq-{seq}-").into_bytes();
+    v.resize(v.len() + (proposer * 7 + seq) % 97, b'x');
+    Bytes::from(v)
+}
+
+/// Proposes `per` bodies from each of `proposers` tasks; returns index -> body of every ack.
+async fn load(leader: &Ledger, proposers: usize, per: usize) -> BTreeMap<i64, Bytes> {
+    let acked = Arc::new(Mutex::new(BTreeMap::new()));
+    let mut tasks = Vec::new();
+    for p in 0..proposers {
+        let (l, acked) = (leader.clone(), acked.clone());
+        tasks.push(tokio::spawn(async move {
+            for s in 0..per {
+                let b = body(p, s);
+                loop {
+                    match l.propose(b.clone()).await {
+                        Ok(c) => {
+                            assert!(
+                                acked.lock().await.insert(c.index, b).is_none(),
+                                "index {} acked twice",
+                                c.index
+                            );
+                            break;
+                        }
+                        Err(ProposeError::Busy) => tokio::task::yield_now().await,
+                        Err(e) => panic!("proposal failed on a stable leader: {e:?}"),
+                    }
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    Arc::try_unwrap(acked).unwrap().into_inner()
+}
+
+fn check_entries(n: &Ledger, acked: &BTreeMap<i64, Bytes>) {
+    let r = n.reader();
+    for (&i, b) in acked {
+        let e = r
+            .get(Index(i as u64))
+            .unwrap_or_else(|e| panic!("{}: entry {i}: {e}", n.self_id()));
+        assert_eq!(&e.body, b, "{}: entry {i} differs", n.self_id());
+        let msg = r.read_message(e.pos.0 + 48).unwrap();
+        assert_eq!(&msg, b);
+    }
+}
+
+/// Every committed entry of `a` and `b` up to `upto` is byte-identical (same pos, same term).
+fn same_log(a: &Ledger, b: &Ledger, upto: i64) {
+    let (ra, rb) = (a.reader(), b.reader());
+    for i in 0..=upto {
+        let (ea, eb) = (
+            ra.get(Index(i as u64)).unwrap(),
+            rb.get(Index(i as u64)).unwrap(),
+        );
+        assert_eq!(
+            ea,
+            eb,
+            "entry {i} differs between {} and {}",
+            a.self_id(),
+            b.self_id()
+        );
+    }
+}
+
+async fn start_all(dir: &Path, peers: &[(String, SocketAddr)]) -> Vec<Ledger> {
+    let mut v = Vec::new();
+    for (id, _) in peers {
+        v.push(Ledger::start(options(dir, id, peers)).await.unwrap());
+    }
+    v
+}
+
+/// Stops the leader (`graceful` or crash-like), measures failover, checks survivors, restarts
+/// the stopped member in the same directory and waits for it to catch up.
+async fn fail_over(
+    dir: &Path,
+    peers: &[(String, SocketAddr)],
+    nodes: &mut [Ledger],
+    leader: usize,
+    acked: &mut BTreeMap<i64, Bytes>,
+    graceful: bool,
+) -> usize {
+    let old_term = nodes[leader].role().borrow().term;
+    let t0 = Instant::now();
+    if graceful {
+        nodes[leader].shutdown().await;
+    } else {
+        nodes[leader].halt().await;
+    }
+    let stop_took = t0.elapsed();
+    let survivors: Vec<usize> = (0..nodes.len()).filter(|&i| i != leader).collect();
+    let new_leader = poll("a new leader", Duration::from_secs(5), || {
+        survivors.iter().copied().find(|&i| {
+            let r = nodes[i].role().borrow().clone();
+            r.role == LedgerRole::Leader && r.term > old_term
+        })
+    })
+    .await;
+    let failover = t0.elapsed();
+    println!(
+        "failover ({}): new leader {} after {:?} (stop call took {:?})",
+        if graceful {
+            "graceful shutdown"
+        } else {
+            "crash-like halt"
+        },
+        nodes[new_leader].self_id(),
+        failover,
+        stop_took
+    );
+    assert!(
+        failover <= Duration::from_millis(1_500),
+        "failover took {failover:?}"
+    );
+
+    let max_acked = acked.keys().next_back().copied().unwrap_or(-1);
+    for &s in &survivors {
+        wait_committed(&nodes[s], max_acked, Duration::from_secs(5)).await;
+        check_entries(&nodes[s], acked);
+    }
+    // The new leader serves writes.
+    for k in 0..50 {
+        let b = Bytes::from(format!("after-failover-{graceful}-{k}"));
+        let c = nodes[new_leader].propose(b.clone()).await.unwrap();
+        acked.insert(c.index, b);
+    }
+    // The stopped member restarts from its directory and catches up.
+    let (id, _) = &peers[leader];
+    nodes[leader] = Ledger::start(options(dir, id, peers)).await.unwrap();
+    let target = nodes[new_leader].committed().borrow().index;
+    wait_committed(&nodes[leader], target, Duration::from_secs(10)).await;
+    check_entries(&nodes[leader], acked);
+    same_log(&nodes[leader], &nodes[new_leader], target);
+    new_leader
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_member_group_elects_itself_and_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = free_addrs(1)[0];
+    let peers = vec![("n0".to_owned(), addr)];
+    let l = Ledger::start(options(dir.path(), "n0", &peers))
+        .await
+        .unwrap();
+    wait_leader(std::slice::from_ref(&l), Duration::from_secs(5)).await;
+    let mut acked = BTreeMap::new();
+    for k in 0..100 {
+        let b = Bytes::from(format!("single-{k}"));
+        let c = l.propose(b.clone()).await.unwrap();
+        assert_eq!(l.committed().borrow().index >= c.index, true);
+        acked.insert(c.index, b);
+    }
+    check_entries(&l, &acked);
+    let st = l.status();
+    assert_eq!(
+        (st.role, st.leader_id.as_deref()),
+        (LedgerRole::Leader, Some("n0"))
+    );
+    assert_eq!(st.committed_index, *acked.keys().next_back().unwrap());
+    assert!(matches!(
+        l.propose(Bytes::new()).await,
+        Err(ProposeError::Storage(_))
+    ));
+    l.shutdown().await;
+    l.shutdown().await; // idempotent
+    assert!(matches!(
+        l.propose(Bytes::from_static(b"late")).await,
+        Err(ProposeError::NotLeader { .. } | ProposeError::Shutdown)
+    ));
+
+    // Restart: the committed entries are still there and the member leads again.
+    let l = Ledger::start(options(dir.path(), "n0", &peers))
+        .await
+        .unwrap();
+    wait_leader(std::slice::from_ref(&l), Duration::from_secs(5)).await;
+    let c = l
+        .propose(Bytes::from_static(b"after restart"))
+        .await
+        .unwrap();
+    assert!(c.index > *acked.keys().next_back().unwrap());
+    check_entries(&l, &acked);
+    l.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_members_commit_fail_over_and_catch_up() {
+    let t = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let addrs = free_addrs(3);
+    let peers: Vec<(String, SocketAddr)> = addrs
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (format!("n{i}"), *a))
+        .collect();
+    let mut nodes = start_all(dir.path(), &peers).await;
+    let leader = wait_leader(&nodes, Duration::from_secs(5)).await;
+    println!(
+        "first leader {} after {:?}",
+        nodes[leader].self_id(),
+        t.elapsed()
+    );
+
+    // A follower refuses proposals definitely, with a leader hint.
+    let follower = (leader + 1) % 3;
+    match nodes[follower].propose(Bytes::from_static(b"x")).await {
+        Err(e @ ProposeError::NotLeader { .. }) => {
+            assert!(!e.is_indeterminate());
+            assert_eq!(
+                e,
+                ProposeError::NotLeader {
+                    leader: Some(nodes[leader].self_id().to_owned())
+                }
+            );
+        }
+        other => panic!("follower accepted a proposal: {other:?}"),
+    }
+
+    let t_load = Instant::now();
+    let mut acked = load(&nodes[leader], 16, 625).await;
+    assert_eq!(acked.len(), 10_000);
+    println!(
+        "10000 proposals from 16 proposers committed in {:?}",
+        t_load.elapsed()
+    );
+
+    let st = nodes[leader].status();
+    assert_eq!(st.role, LedgerRole::Leader);
+    assert_eq!(st.peers.len(), 3);
+    assert!(st.peers.iter().all(|p| p.alive), "{st:?}");
+
+    let leader = fail_over(dir.path(), &peers, &mut nodes, leader, &mut acked, true).await;
+    let leader = fail_over(dir.path(), &peers, &mut nodes, leader, &mut acked, false).await;
+
+    // Leadership transfer to a caught-up follower.
+    let to = (leader + 1) % 3;
+    let to_id = nodes[to].self_id().to_owned();
+    let last = *acked.keys().next_back().unwrap();
+    wait_committed(&nodes[to], last, Duration::from_secs(5)).await;
+    nodes[leader].transfer_leadership(&to_id).await.unwrap();
+    let new = wait_leader(&nodes, Duration::from_secs(5)).await;
+    assert_eq!(new, to);
+    let c = nodes[new]
+        .propose(Bytes::from_static(b"after transfer"))
+        .await
+        .unwrap();
+    for n in &nodes {
+        wait_committed(n, c.index, Duration::from_secs(5)).await;
+    }
+    same_log(&nodes[0], &nodes[1], c.index);
+    same_log(&nodes[0], &nodes[2], c.index);
+    for n in &nodes {
+        n.shutdown().await;
+    }
+    println!("three-member test took {:?}", t.elapsed());
+}
