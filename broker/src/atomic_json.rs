@@ -5,7 +5,6 @@
 //! what Java's fastjson writes (bare integer map keys like `{0:12}`) and fall back to Java's
 //! `<file>.bak` when the main file is missing or unreadable.
 
-use std::borrow::Cow;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -54,9 +53,10 @@ pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), Sto
     write_atomic(path, &text)
 }
 
-/// Parses JSON text as Java's fastjson writes it (bare integer object keys are accepted).
+/// Parses JSON text as Java's fastjson writes it (bare integer object keys are accepted,
+/// using the remoting crate's quoting pass).
 pub fn parse_json_lenient<T: DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {
-    serde_json::from_str(&quote_bare_keys(text))
+    serde_json::from_slice(&remoting::body::quote_bare_keys(text.as_bytes()))
 }
 
 /// Loads `path` (or Java's `<path>.bak` if the main file is missing, empty or unparsable).
@@ -98,87 +98,18 @@ fn load_one<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StoreError> {
         })
 }
 
-/// Quotes bare object keys (`{0:12,-1:3}` → `{"0":12,"-1":3}`); strings are left untouched.
-pub fn quote_bare_keys(text: &str) -> Cow<'_, str> {
-    let b = text.as_bytes();
-    let mut out: Option<String> = None;
-    let mut copied = 0;
-    let mut i = 0;
-    let mut in_string = false;
-    // True right after '{' or ',' (skipping whitespace): a key may start here.
-    let mut key_position = false;
-    while i < b.len() {
-        let c = b[i];
-        if in_string {
-            if c == b'\\' {
-                i += 2;
-                continue;
-            }
-            if c == b'"' {
-                in_string = false;
-            }
-            i += 1;
-            continue;
-        }
-        match c {
-            b'"' => {
-                in_string = true;
-                key_position = false;
-            }
-            b'{' | b',' => key_position = true,
-            c if c.is_ascii_whitespace() => {}
-            c if key_position && (c.is_ascii_alphanumeric() || c == b'-' || c == b'_') => {
-                let start = i;
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'-' || b[i] == b'_')
-                {
-                    i += 1;
-                }
-                let mut j = i;
-                while j < b.len() && b[j].is_ascii_whitespace() {
-                    j += 1;
-                }
-                if j < b.len() && b[j] == b':' {
-                    let o = out.get_or_insert_with(|| String::with_capacity(text.len() + 16));
-                    o.push_str(&text[copied..start]);
-                    o.push('"');
-                    o.push_str(&text[start..i]);
-                    o.push('"');
-                    copied = i;
-                }
-                key_position = false;
-                continue;
-            }
-            _ => key_position = false,
-        }
-        i += 1;
-    }
-    match out {
-        Some(mut o) => {
-            o.push_str(&text[copied..]);
-            Cow::Owned(o)
-        }
-        None => Cow::Borrowed(text),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
     #[test]
-    fn quotes_fastjson_integer_keys_only_outside_strings() {
-        let src = r#"{"offsetTable":{"T@G":{0:12,1:7}}, "s":"{0:1}", -1 : 2}"#;
-        assert_eq!(
-            quote_bare_keys(src),
-            r#"{"offsetTable":{"T@G":{"0":12,"1":7}}, "s":"{0:1}", "-1" : 2}"#
-        );
-        assert!(matches!(
-            quote_bare_keys(r#"{"a":[1,2,true]}"#),
-            Cow::Borrowed(_)
-        ));
+    fn parses_fastjson_integer_keys() {
         let m: BTreeMap<i32, i64> = parse_json_lenient("{1:0,2:15}").unwrap();
         assert_eq!(m.get(&2), Some(&15));
+        let nested: BTreeMap<String, BTreeMap<i32, i64>> =
+            parse_json_lenient(r#"{"T@G":{0:12, 1 : 7}}"#).unwrap();
+        assert_eq!(nested["T@G"].get(&1), Some(&7));
     }
 
     #[test]

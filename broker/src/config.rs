@@ -107,7 +107,7 @@ pub struct BrokerConfig {
     pub force_register: bool,
     pub auto_create_topic_enable: bool,
     pub auto_create_subscription_group: bool,
-    pub default_topic_queue_nums: u32,
+    pub default_topic_queue_nums: i32,
     pub cluster_topic_enable: bool,
     pub broker_topic_enable: bool,
     pub trace_topic_enable: bool,
@@ -507,7 +507,7 @@ impl BrokerConfig {
             }
             "defaultTopicQueueNums" => {
                 self.default_topic_queue_nums = parse_num(key, v)?;
-                if self.default_topic_queue_nums == 0 {
+                if self.default_topic_queue_nums <= 0 {
                     return Err(invalid(key, v, "must be positive"));
                 }
             }

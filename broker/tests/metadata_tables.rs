@@ -11,10 +11,10 @@ use std::path::Path;
 use broker::config::BrokerConfig;
 use broker::message::topic::{AUTO_CREATE_TOPIC_KEY_TOPIC, SCHEDULE_TOPIC, TRANS_HALF_TOPIC};
 use broker::store::offsets::ConsumerOffsetSerializeWrapper;
-use broker::store::topics::{perm, TopicFilterType};
+use broker::store::topics::{perm, topic_config, MULTI_TAG};
 use broker::store::{
     ConsumerOffsetTable, DelayOffsetTable, SubscriptionGroupConfig, SubscriptionGroupTable,
-    TopicConfig, TopicTable,
+    TopicTable,
 };
 use serde_json::{json, Value};
 
@@ -112,14 +112,11 @@ fn topic_table_without_auto_create_has_no_tbw102_and_file_wins() {
         s.write_queue_nums, 2,
         "the file wins over the built-in system topic"
     );
-    assert_eq!(s.topic_filter_type, TopicFilterType::MultiTag);
-    assert_eq!(s.extra.get("topicMessageType"), Some(&json!("NORMAL")));
+    assert_eq!(s.topic_filter_type, MULTI_TAG);
     assert_eq!(t.data_version().counter, 3);
+    // Members this broker does not interpret (topicMessageType) are tolerated.
     let body: Value = serde_json::from_str(&t.to_json()).unwrap();
-    assert_eq!(
-        body["topicConfigTable"]["SCHEDULE_TOPIC_XXXX"]["topicMessageType"],
-        "NORMAL"
-    );
+    assert_eq!(body["topicConfigTable"]["SCHEDULE_TOPIC_XXXX"]["perm"], 6);
 }
 
 #[test]
@@ -129,14 +126,10 @@ fn slave_applies_master_topic_snapshot_only_when_versions_differ() {
     let master = TopicTable::open(m.path(), &defaults(true)).unwrap();
     let slave = TopicTable::open(s.path(), &defaults(true)).unwrap();
     master
-        .update(TopicConfig::new(
-            "OnlyOnMaster",
-            2,
-            perm::READ | perm::WRITE,
-        ))
+        .update(topic_config("OnlyOnMaster", 2, perm::READ | perm::WRITE))
         .unwrap();
     slave
-        .update(TopicConfig::new("OnlyOnSlave", 2, perm::READ | perm::WRITE))
+        .update(topic_config("OnlyOnSlave", 2, perm::READ | perm::WRITE))
         .unwrap();
     let body = master.to_json();
     let parsed = TopicTable::parse_body(body.as_bytes()).unwrap();

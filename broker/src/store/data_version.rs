@@ -1,33 +1,8 @@
 //! DataVersion: the change counter attached to every metadata table (spec remoting.md §12.4).
+//! The wire type lives in `remoting::body` (shared with the name server and the register
+//! body); this module re-exports it for the store's tables.
 
-use serde::{Deserialize, Serialize};
-
-/// `{"counter":N,"stateVersion":0,"timestamp":ms}`; equality = all fields equal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct DataVersion {
-    pub counter: i64,
-    pub state_version: i64,
-    pub timestamp: i64,
-}
-
-impl DataVersion {
-    /// A fresh version stamped `now_ms` (Java: `new DataVersion()`).
-    pub fn new(now_ms: i64) -> Self {
-        Self {
-            counter: 0,
-            state_version: 0,
-            timestamp: now_ms,
-        }
-    }
-
-    /// Java's `nextVersion()`: new timestamp, counter + 1, state version 0.
-    pub fn next(&mut self, now_ms: i64) {
-        self.timestamp = now_ms;
-        self.state_version = 0;
-        self.counter += 1;
-    }
-}
+pub use remoting::body::DataVersion;
 
 #[cfg(test)]
 mod tests {

@@ -1,27 +1,19 @@
 //! Delay (schedule) offsets: `config/delayOffset.json`, delay level (1-based) → consumed offset
 //! in `SCHEDULE_TOPIC_XXXX` queue `level - 1`.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use dashmap::DashMap;
-use serde::{Deserialize, Serialize};
-
 use super::{config_dir, now_ms, DataVersion, StoreError};
 use crate::atomic_json::{load_json, parse_json_lenient, write_json_atomic};
+use dashmap::DashMap;
 
 /// File name under `<storePathRootDir>/config`.
 pub const DELAY_OFFSET_FILE: &str = "delayOffset.json";
 
 /// Body of GET_ALL_DELAY_OFFSET and the content of `delayOffset.json` (4.x files have no
-/// `dataVersion`; it then defaults to zeros).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct DelayOffsetSerializeWrapper {
-    pub data_version: DataVersion,
-    pub offset_table: BTreeMap<i32, i64>,
-}
+/// `dataVersion`).
+pub use remoting::body::DelayOffsetSerializeWrapper;
 
 /// The schedule service's progress per delay level.
 #[derive(Debug)]
@@ -60,7 +52,9 @@ impl DelayOffsetTable {
         for (k, v) in w.offset_table {
             self.offsets.insert(k, v);
         }
-        *lock(&self.data_version) = w.data_version;
+        if let Some(v) = w.data_version {
+            *lock(&self.data_version) = v;
+        }
     }
 
     /// Offset of `level` (1-based), if any.
@@ -76,7 +70,7 @@ impl DelayOffsetTable {
     /// Snapshot for GET_ALL_DELAY_OFFSET and persistence.
     pub fn snapshot(&self) -> DelayOffsetSerializeWrapper {
         DelayOffsetSerializeWrapper {
-            data_version: *lock(&self.data_version),
+            data_version: Some(lock(&self.data_version).clone()),
             offset_table: self
                 .offsets
                 .iter()

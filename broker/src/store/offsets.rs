@@ -5,24 +5,16 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use dashmap::DashMap;
-use serde::{Deserialize, Serialize};
-
 use super::{config_dir, now_ms, DataVersion, StoreError};
 use crate::atomic_json::{load_json, parse_json_lenient, write_json_atomic};
+use dashmap::DashMap;
 
 /// File name under `<storePathRootDir>/config`.
 pub const CONSUMER_OFFSET_FILE: &str = "consumerOffset.json";
 /// Separator between topic and group in the table key.
 pub const TOPIC_GROUP_SEPARATOR: char = '@';
 
-/// Body of GET_ALL_CONSUMER_OFFSET and the content of `consumerOffset.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct ConsumerOffsetSerializeWrapper {
-    pub data_version: DataVersion,
-    pub offset_table: BTreeMap<String, BTreeMap<i32, i64>>,
-}
+pub use remoting::body::ConsumerOffsetSerializeWrapper;
 
 /// `"<topic>@<group>"`.
 pub fn offset_key(topic: &str, group: &str) -> String {
@@ -61,7 +53,9 @@ impl ConsumerOffsetTable {
             persist_lock: Mutex::new(()),
         };
         if let Some(w) = loaded {
-            *lock(&t.data_version) = w.data_version;
+            if let Some(v) = w.data_version {
+                *lock(&t.data_version) = v;
+            }
             for (k, v) in w.offset_table {
                 t.offsets.insert(k, v);
             }
@@ -132,13 +126,13 @@ impl ConsumerOffsetTable {
 
     /// Current data version.
     pub fn data_version(&self) -> DataVersion {
-        *lock(&self.data_version)
+        lock(&self.data_version).clone()
     }
 
     /// Snapshot for GET_ALL_CONSUMER_OFFSET and persistence.
     pub fn snapshot(&self) -> ConsumerOffsetSerializeWrapper {
         ConsumerOffsetSerializeWrapper {
-            data_version: self.data_version(),
+            data_version: Some(self.data_version()),
             offset_table: self
                 .offsets
                 .iter()
@@ -162,7 +156,9 @@ impl ConsumerOffsetTable {
         for (k, v) in master.offset_table {
             self.offsets.insert(k, v);
         }
-        *lock(&self.data_version) = master.data_version;
+        if let Some(v) = master.data_version {
+            *lock(&self.data_version) = v;
+        }
         self.persist()
     }
 

@@ -5,12 +5,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use dashmap::DashMap;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
-
 use super::{config_dir, now_ms, DataVersion, StoreError};
 use crate::atomic_json::{load_json, parse_json_lenient, write_json_atomic};
+use dashmap::DashMap;
 
 /// File name under `<storePathRootDir>/config`.
 pub const SUBSCRIPTION_GROUP_FILE: &str = "subscriptionGroup.json";
@@ -27,72 +24,17 @@ pub const SYSTEM_GROUPS: &[&str] = &[
     "CID_SYS_RMQ_TRANS",
 ];
 
-/// One consumer group's settings (Java field names and defaults; unknown fields kept).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct SubscriptionGroupConfig {
-    pub group_name: String,
-    pub consume_enable: bool,
-    pub consume_from_min_enable: bool,
-    pub consume_broadcast_enable: bool,
-    pub consume_message_orderly: bool,
-    pub retry_queue_nums: u32,
-    pub retry_max_times: i32,
-    pub broker_id: i64,
-    pub which_broker_when_consume_slowly: i64,
-    pub notify_consumer_ids_changed_enable: bool,
-    pub group_sys_flag: i32,
-    pub consume_timeout_minute: i32,
-    /// `groupRetryPolicy`, `subscriptionDataSet`, `attributes` and anything else, as-is.
-    #[serde(flatten)]
-    pub extra: BTreeMap<String, Value>,
-}
+pub use remoting::body::{SubscriptionGroupConfig, SubscriptionGroupWrapper};
 
-impl Default for SubscriptionGroupConfig {
-    fn default() -> Self {
-        Self {
-            group_name: String::new(),
-            consume_enable: true,
-            consume_from_min_enable: true,
-            consume_broadcast_enable: true,
-            consume_message_orderly: false,
-            retry_queue_nums: 1,
-            retry_max_times: 16,
-            broker_id: 0,
-            which_broker_when_consume_slowly: 1,
-            notify_consumer_ids_changed_enable: true,
-            group_sys_flag: 0,
-            consume_timeout_minute: 15,
-            extra: BTreeMap::new(),
-        }
-    }
-}
-
-impl SubscriptionGroupConfig {
-    /// Defaults for `group`.
-    pub fn new(group: impl Into<String>) -> Self {
-        Self {
-            group_name: group.into(),
-            ..Self::default()
-        }
-    }
-}
-
-/// Body of GET_ALL_SUBSCRIPTIONGROUP_CONFIG and the content of `subscriptionGroup.json`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct SubscriptionGroupWrapper {
-    pub data_version: DataVersion,
-    pub forbidden_table: BTreeMap<String, Value>,
-    pub subscription_group_table: BTreeMap<String, SubscriptionGroupConfig>,
-}
+/// `forbiddenTable`: group → topic → forbidden bits.
+type ForbiddenTable = BTreeMap<String, BTreeMap<String, i32>>;
 
 /// All subscription groups.
 #[derive(Debug)]
 pub struct SubscriptionGroupTable {
     path: PathBuf,
     groups: DashMap<String, SubscriptionGroupConfig>,
-    forbidden: Mutex<BTreeMap<String, Value>>,
+    forbidden: Mutex<ForbiddenTable>,
     data_version: Mutex<DataVersion>,
     persist_lock: Mutex<()>,
     auto_create: bool,
@@ -183,7 +125,7 @@ impl SubscriptionGroupTable {
 
     /// Current data version.
     pub fn data_version(&self) -> DataVersion {
-        *lock(&self.data_version)
+        lock(&self.data_version).clone()
     }
 
     /// Snapshot for GET_ALL_SUBSCRIPTIONGROUP_CONFIG and persistence.

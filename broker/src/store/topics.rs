@@ -1,13 +1,11 @@
 //! Topic configs: `config/topics.json` (TopicConfigSerializeWrapper) and the rules that create
 //! topics (system topics at start, auto-create on send from `TBW102`, retry and DLQ topics).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use dashmap::DashMap;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+pub use remoting::body::{TopicConfig, TopicConfigSerializeWrapper};
 
 use super::{config_dir, now_ms, DataVersion, StoreError};
 use crate::atomic_json::{load_json, parse_json_lenient, write_json_atomic};
@@ -16,9 +14,9 @@ use crate::message::topic as names;
 /// File name under `<storePathRootDir>/config`.
 pub const TOPICS_FILE: &str = "topics.json";
 /// Queues of `SCHEDULE_TOPIC_XXXX` (one per delay level).
-pub const SCHEDULE_TOPIC_QUEUE_NUMS: u32 = 18;
+pub const SCHEDULE_TOPIC_QUEUE_NUMS: i32 = 18;
 /// Java `TopicConfig` default queue count (cluster-name topic etc.).
-pub const DEFAULT_QUEUE_NUMS: u32 = 16;
+pub const DEFAULT_QUEUE_NUMS: i32 = 16;
 
 /// Permission bits of a topic (`PermName`).
 pub mod perm {
@@ -41,76 +39,21 @@ pub mod perm {
     }
 }
 
-/// Tag filter type of a topic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub enum TopicFilterType {
-    #[default]
-    #[serde(rename = "SINGLE_TAG")]
-    SingleTag,
-    #[serde(rename = "MULTI_TAG")]
-    MultiTag,
+/// `topicFilterType` of an ordinary topic.
+pub const SINGLE_TAG: &str = "SINGLE_TAG";
+/// `topicFilterType` of a topic whose messages carry several tags.
+pub const MULTI_TAG: &str = "MULTI_TAG";
+
+/// A topic with `queues` read and write queues and `perm`.
+pub fn topic_config(name: impl Into<String>, queues: i32, perm: i32) -> TopicConfig {
+    let mut c = TopicConfig::new(name, queues);
+    c.perm = perm;
+    c
 }
 
-/// One topic's configuration (field names as Java's JSON; unknown fields are kept).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct TopicConfig {
-    pub attributes: BTreeMap<String, String>,
-    pub order: bool,
-    pub perm: i32,
-    pub read_queue_nums: u32,
-    pub topic_filter_type: TopicFilterType,
-    pub topic_name: String,
-    pub topic_sys_flag: i32,
-    pub write_queue_nums: u32,
-    /// Fields this broker does not interpret, preserved for round trips.
-    #[serde(flatten)]
-    pub extra: BTreeMap<String, Value>,
-}
-
-impl Default for TopicConfig {
-    fn default() -> Self {
-        Self {
-            attributes: BTreeMap::new(),
-            order: false,
-            perm: perm::READ | perm::WRITE,
-            read_queue_nums: DEFAULT_QUEUE_NUMS,
-            topic_filter_type: TopicFilterType::SingleTag,
-            topic_name: String::new(),
-            topic_sys_flag: 0,
-            write_queue_nums: DEFAULT_QUEUE_NUMS,
-            extra: BTreeMap::new(),
-        }
-    }
-}
-
-impl TopicConfig {
-    /// A config with `queues` read and write queues and `perm`.
-    pub fn new(name: impl Into<String>, queues: u32, perm: i32) -> Self {
-        Self {
-            topic_name: name.into(),
-            read_queue_nums: queues,
-            write_queue_nums: queues,
-            perm,
-            ..Self::default()
-        }
-    }
-
-    /// max(read, write): queue ids at or above it are invalid.
-    pub fn queue_nums(&self) -> u32 {
-        self.read_queue_nums.max(self.write_queue_nums)
-    }
-}
-
-/// Body of GET_ALL_TOPIC_CONFIG and the content of `topics.json`.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct TopicConfigSerializeWrapper {
-    pub data_version: DataVersion,
-    pub topic_config_table: BTreeMap<String, TopicConfig>,
-    /// 5.x static-topic maps etc., preserved as-is.
-    #[serde(flatten)]
-    pub extra: BTreeMap<String, Value>,
+/// max(read, write): queue ids at or above it are invalid.
+pub fn queue_nums(cfg: &TopicConfig) -> i32 {
+    cfg.read_queue_nums.max(cfg.write_queue_nums)
 }
 
 /// What the start-up registration of system topics depends on (from the broker config).
@@ -119,7 +62,7 @@ pub struct TopicDefaults {
     pub broker_cluster_name: String,
     pub broker_name: String,
     pub auto_create_topic_enable: bool,
-    pub default_topic_queue_nums: u32,
+    pub default_topic_queue_nums: i32,
     pub cluster_topic_enable: bool,
     pub broker_topic_enable: bool,
     /// `Some(name)` when message trace topics are enabled.
@@ -155,7 +98,7 @@ impl TopicTable {
             persist_lock: Mutex::new(()),
         };
         if let Some(w) = loaded {
-            *lock(&table.data_version) = w.data_version;
+            *lock(&table.data_version) = w.data_version.clone();
             for (name, mut cfg) in w.topic_config_table {
                 if cfg.topic_name.is_empty() {
                     cfg.topic_name.clone_from(&name);
@@ -196,7 +139,7 @@ impl TopicTable {
 
     /// Current data version.
     pub fn data_version(&self) -> DataVersion {
-        *lock(&self.data_version)
+        lock(&self.data_version).clone()
     }
 
     fn bump(&self) {
@@ -244,8 +187,8 @@ impl TopicTable {
         if !perm::is_inherited(template.perm) {
             return Ok((None, false));
         }
-        let queues = client_queue_nums.clamp(0, template.write_queue_nums as i32) as u32;
-        let mut cfg = TopicConfig::new(topic, queues, template.perm & !perm::INHERIT);
+        let queues = client_queue_nums.min(template.write_queue_nums).max(0);
+        let mut cfg = topic_config(topic, queues, template.perm & !perm::INHERIT);
         cfg.topic_sys_flag = topic_sys_flag;
         cfg.topic_filter_type = template.topic_filter_type;
         self.insert_new(cfg)
@@ -255,7 +198,7 @@ impl TopicTable {
     pub fn create_retry_topic(
         &self,
         group: &str,
-        queue_nums: u32,
+        queue_nums: i32,
     ) -> Result<TopicConfig, StoreError> {
         self.create_if_absent(
             &names::retry_topic(group),
@@ -274,13 +217,13 @@ impl TopicTable {
     pub fn create_if_absent(
         &self,
         topic: &str,
-        queue_nums: u32,
+        queue_nums: i32,
         perm: i32,
     ) -> Result<TopicConfig, StoreError> {
         if let Some(c) = self.get(topic) {
             return Ok(c);
         }
-        let (cfg, _) = self.insert_new(TopicConfig::new(topic, queue_nums, perm))?;
+        let (cfg, _) = self.insert_new(topic_config(topic, queue_nums, perm))?;
         cfg.ok_or_else(|| StoreError::Invalid(format!("topic {topic} vanished")))
     }
 
@@ -309,7 +252,7 @@ impl TopicTable {
                 .iter()
                 .map(|e| (e.key().clone(), e.value().clone()))
                 .collect(),
-            extra: BTreeMap::new(),
+            ..TopicConfigSerializeWrapper::default()
         }
     }
 
@@ -362,15 +305,15 @@ impl TopicTable {
 /// The topics Java's TopicConfigManager registers at construction.
 pub fn system_topics(d: &TopicDefaults) -> Vec<TopicConfig> {
     let rw = perm::READ | perm::WRITE;
-    let mut v = vec![TopicConfig::new(names::SELF_TEST_TOPIC, 1, rw)];
+    let mut v = vec![topic_config(names::SELF_TEST_TOPIC, 1, rw)];
     if d.auto_create_topic_enable {
-        v.push(TopicConfig::new(
+        v.push(topic_config(
             names::AUTO_CREATE_TOPIC_KEY_TOPIC,
             d.default_topic_queue_nums,
             perm::INHERIT | rw,
         ));
     }
-    let mut cluster = TopicConfig::new(
+    let mut cluster = topic_config(
         d.broker_cluster_name.clone(),
         DEFAULT_QUEUE_NUMS,
         perm::INHERIT,
@@ -379,21 +322,21 @@ pub fn system_topics(d: &TopicDefaults) -> Vec<TopicConfig> {
         cluster.perm |= rw;
     }
     v.push(cluster);
-    let mut broker = TopicConfig::new(d.broker_name.clone(), 1, perm::INHERIT);
+    let mut broker = topic_config(d.broker_name.clone(), 1, perm::INHERIT);
     if d.broker_topic_enable {
         broker.perm |= rw;
     }
     v.push(broker);
-    v.push(TopicConfig::new(names::OFFSET_MOVED_EVENT, 1, rw));
-    v.push(TopicConfig::new(
+    v.push(topic_config(names::OFFSET_MOVED_EVENT, 1, rw));
+    v.push(topic_config(
         names::SCHEDULE_TOPIC,
         SCHEDULE_TOPIC_QUEUE_NUMS,
         rw,
     ));
-    v.push(TopicConfig::new(names::TRANS_HALF_TOPIC, 1, rw));
-    v.push(TopicConfig::new(names::TRANS_OP_HALF_TOPIC, 1, rw));
+    v.push(topic_config(names::TRANS_HALF_TOPIC, 1, rw));
+    v.push(topic_config(names::TRANS_OP_HALF_TOPIC, 1, rw));
     if let Some(t) = &d.trace_topic {
-        v.push(TopicConfig::new(t.clone(), 1, rw));
+        v.push(topic_config(t.clone(), 1, rw));
     }
     v
 }
