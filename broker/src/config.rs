@@ -128,6 +128,27 @@ pub struct BrokerConfig {
     pub broker_permission: i32,
     pub region_id: String,
     pub trace_on: bool,
+    /// Java `notifyConsumerIdsChangedEnable`: tell consumers when their group changes.
+    pub notify_consumer_ids_changed_enable: bool,
+    /// Java `rejectTransactionMessage`.
+    pub reject_transaction_message: bool,
+    /// Java `waitTimeMillsInSendQueue`: a send waiting longer than this gets SYSTEM_BUSY.
+    pub wait_time_mills_in_send_queue: u64,
+    /// Java `sendThreadPoolQueueCapacity`: bound of the send queue.
+    pub send_thread_pool_queue_capacity: usize,
+    /// Java `pullThreadPoolQueueCapacity`: bound of the pull queue.
+    pub pull_thread_pool_queue_capacity: usize,
+    /// Java `flushConsumerOffsetInterval` (ms): consumerOffset.json persistence period.
+    pub flush_consumer_offset_interval_ms: u64,
+    /// Java `flushDelayOffsetInterval` (ms): delayOffset.json persistence period.
+    pub flush_delay_offset_interval_ms: u64,
+    /// Java `flushIntervalConsumeQueue` (ms): consume-queue fsync period.
+    pub flush_interval_consume_queue_ms: u64,
+    pub max_transfer_count_on_message_in_disk: u32,
+    pub max_transfer_bytes_on_message_in_disk: u32,
+    /// Other `dLeger*` / `dLedger*` keys (timings, file sizes...), handed unchanged to the
+    /// ledger's option parser; not warned about.
+    pub dledger_options: BTreeMap<String, String>,
     /// Unknown keys (warned about at load), kept for other components.
     pub extra: BTreeMap<String, String>,
 }
@@ -208,6 +229,17 @@ impl Default for BrokerConfig {
             broker_permission: 6,
             region_id: "DefaultRegion".into(),
             trace_on: true,
+            notify_consumer_ids_changed_enable: true,
+            reject_transaction_message: false,
+            wait_time_mills_in_send_queue: 200,
+            send_thread_pool_queue_capacity: 10_000,
+            pull_thread_pool_queue_capacity: 100_000,
+            flush_consumer_offset_interval_ms: 5_000,
+            flush_delay_offset_interval_ms: 10_000,
+            flush_interval_consume_queue_ms: 1_000,
+            max_transfer_count_on_message_in_disk: 8,
+            max_transfer_bytes_on_message_in_disk: 64 * 1024,
+            dledger_options: BTreeMap::new(),
             extra: BTreeMap::new(),
         }
     }
@@ -362,6 +394,17 @@ fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
 fn parse_num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, ConfigError> {
     v.parse()
         .map_err(|_| invalid(key, v, format!("expected a {}", std::any::type_name::<T>())))
+}
+
+fn positive<T: std::str::FromStr + PartialOrd + Default>(
+    key: &str,
+    v: &str,
+) -> Result<T, ConfigError> {
+    let n: T = parse_num(key, v)?;
+    if n <= T::default() {
+        return Err(invalid(key, v, "must be positive"));
+    }
+    Ok(n)
 }
 
 fn parse_bool(key: &str, v: &str) -> Result<bool, ConfigError> {
@@ -541,6 +584,32 @@ impl BrokerConfig {
             }
             "regionId" => self.region_id = v.to_owned(),
             "traceOn" => self.trace_on = parse_bool(key, v)?,
+            "notifyConsumerIdsChangedEnable" => {
+                self.notify_consumer_ids_changed_enable = parse_bool(key, v)?
+            }
+            "rejectTransactionMessage" => self.reject_transaction_message = parse_bool(key, v)?,
+            "waitTimeMillsInSendQueue" => self.wait_time_mills_in_send_queue = parse_num(key, v)?,
+            "sendThreadPoolQueueCapacity" => {
+                self.send_thread_pool_queue_capacity = positive(key, v)?
+            }
+            "pullThreadPoolQueueCapacity" => {
+                self.pull_thread_pool_queue_capacity = positive(key, v)?
+            }
+            "flushConsumerOffsetInterval" => {
+                self.flush_consumer_offset_interval_ms = positive(key, v)?
+            }
+            "flushDelayOffsetInterval" => self.flush_delay_offset_interval_ms = positive(key, v)?,
+            "flushIntervalConsumeQueue" => self.flush_interval_consume_queue_ms = positive(key, v)?,
+            "maxTransferCountOnMessageInDisk" => {
+                self.max_transfer_count_on_message_in_disk = parse_num(key, v)?
+            }
+            "maxTransferBytesOnMessageInDisk" => {
+                self.max_transfer_bytes_on_message_in_disk = parse_num(key, v)?
+            }
+            k if k.starts_with("dLeger") || k.starts_with("dLedger") => {
+                tracing::debug!(key = k, "DLedger option passed to the ledger");
+                self.dledger_options.insert(k.to_owned(), v.to_owned());
+            }
             _ => return Ok(false),
         }
         Ok(true)

@@ -134,12 +134,24 @@ fn unknown_keys_are_warned_about_and_kept() {
         .with_ansi(false)
         .finish();
     let cfg = tracing::subscriber::with_default(subscriber, || {
-        BrokerConfig::from_properties("brokerName=b\nfancyNewKey = 42\n").unwrap()
+        BrokerConfig::from_properties(
+            "brokerName=b\nfancyNewKey = 42\ndLegerHeartBeatTimeIntervalMs=500\n",
+        )
+        .unwrap()
     });
     assert_eq!(cfg.extra.get("fancyNewKey").map(String::as_str), Some("42"));
     let log = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
     assert!(log.contains("WARN"), "{log}");
     assert!(log.contains("fancyNewKey"), "{log}");
+    // DLedger tuning keys go to the ledger's options, without a warning.
+    assert_eq!(
+        cfg.dledger_options
+            .get("dLegerHeartBeatTimeIntervalMs")
+            .map(String::as_str),
+        Some("500")
+    );
+    assert!(!cfg.extra.contains_key("dLegerHeartBeatTimeIntervalMs"));
+    assert!(!log.contains("dLegerHeartBeatTimeIntervalMs"), "{log}");
 }
 
 fn invalid_key(text: &str) -> String {
@@ -162,6 +174,10 @@ fn invalid_values_stop_startup_naming_the_key() {
     assert_eq!(invalid_key("dLegerPeers=n0-127.0.0.1"), "dLegerPeers");
     assert_eq!(invalid_key("dLegerPeers=n0-a:1;n0-b:2"), "dLegerPeers");
     assert_eq!(invalid_key("maxMessageSize=0"), "maxMessageSize");
+    assert_eq!(
+        invalid_key("sendThreadPoolQueueCapacity=0"),
+        "sendThreadPoolQueueCapacity"
+    );
     let dledger =
         "enableDLegerCommitLog=true\ndLegerGroup=g\ndLegerPeers=n0-127.0.0.1:1;n1-127.0.0.1:2\n";
     assert_eq!(
