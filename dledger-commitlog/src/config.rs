@@ -75,20 +75,24 @@ pub const MIN_DATA_SEGMENT_BYTES: u64 = 64;
 impl LedgerConfig {
     /// Checks the limits the store relies on.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.data_segment_bytes < MIN_DATA_SEGMENT_BYTES || self.data_segment_bytes > i32::MAX as u64 + 1 {
+        if self.data_segment_bytes < MIN_DATA_SEGMENT_BYTES
+            || self.data_segment_bytes > i32::MAX as u64 + 1
+        {
             return Err(ConfigError(format!(
                 "data_segment_bytes {} outside {MIN_DATA_SEGMENT_BYTES}..=2^31",
                 self.data_segment_bytes
             )));
         }
-        if self.index_segment_bytes < 32 || self.index_segment_bytes % 32 != 0 {
+        if self.index_segment_bytes < 32 || !self.index_segment_bytes.is_multiple_of(32) {
             return Err(ConfigError(format!(
                 "index_segment_bytes {} must be a positive multiple of 32",
                 self.index_segment_bytes
             )));
         }
         if self.flush_interval_ms == 0 || self.checkpoint_interval_ms == 0 {
-            return Err(ConfigError("flush and checkpoint intervals must be > 0 ms".into()));
+            return Err(ConfigError(
+                "flush and checkpoint intervals must be > 0 ms".into(),
+            ));
         }
         if let Some(h) = self.delete_when_hours.iter().find(|h| **h > 23) {
             return Err(ConfigError(format!("delete_when hour {h} > 23")));

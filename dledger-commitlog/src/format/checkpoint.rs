@@ -17,7 +17,10 @@ fn parse_index(key: &'static str, v: &str) -> Result<Option<Index>, StateFileErr
     v.parse::<i64>()
         .ok()
         .and_then(|n| Index::from_wire(n).ok())
-        .ok_or_else(|| StateFileError::BadValue { key, value: v.chars().take(40).collect() })
+        .ok_or_else(|| StateFileError::BadValue {
+            key,
+            value: v.chars().take(40).collect(),
+        })
 }
 
 impl Checkpoint {
@@ -46,15 +49,24 @@ impl Checkpoint {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
     #[test]
     fn round_trip_and_garbage() {
-        let cp = Checkpoint { end_index: Some(Index(1234)), committed_index: Some(Index(1230)) };
+        let cp = Checkpoint {
+            end_index: Some(Index(1234)),
+            committed_index: Some(Index(1230)),
+        };
         assert_eq!(cp.encode(), "endIndex=1234\ncommittedIndex=1230\n");
         assert_eq!(Checkpoint::parse(cp.encode().as_bytes()), Ok(cp));
-        assert_eq!(Checkpoint::parse(b"committedIndex=-1\n").unwrap().committed_index, None);
+        assert_eq!(
+            Checkpoint::parse(b"committedIndex=-1\n")
+                .unwrap()
+                .committed_index,
+            None
+        );
         assert!(Checkpoint::parse(b"committedIndex=x").is_err());
         assert!(Checkpoint::parse(&[0xff, 0xfe]).is_err());
     }

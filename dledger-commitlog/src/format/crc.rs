@@ -6,6 +6,7 @@ pub fn masked_crc32(bytes: &[u8]) -> u32 {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     #[test]
     fn hello_matches_the_spec_vector() {

@@ -149,7 +149,13 @@ pub fn peek_magic(bytes: &[u8]) -> Option<i32> {
 }
 
 /// Writes a complete header for a body already in place; computes both CRCs.
-pub fn encode_header(out: &mut [u8; HEADER_BYTES], index: Index, term: Term, pos: Pos, body: &[u8]) {
+pub fn encode_header(
+    out: &mut [u8; HEADER_BYTES],
+    index: Index,
+    term: Term,
+    pos: Pos,
+    body: &[u8],
+) {
     let body_crc = masked_crc32(body);
     encode_header_with_crc(out, index, term, pos, body.len() as u32, body_crc);
 }
@@ -180,7 +186,10 @@ pub fn encode_header_with_crc(
 /// header CRC (when non-zero). Does not look at the body.
 pub fn decode_header(bytes: &[u8]) -> Result<EntryHeader, EntryError> {
     if bytes.len() < HEADER_BYTES {
-        return Err(EntryError::Truncated { need: HEADER_BYTES as u64, have: bytes.len() as u64 });
+        return Err(EntryError::Truncated {
+            need: HEADER_BYTES as u64,
+            have: bytes.len() as u64,
+        });
     }
     let magic = be_i32(bytes, 0);
     if magic != MAGIC_ENTRY {
@@ -195,12 +204,18 @@ pub fn decode_header(bytes: &[u8]) -> Result<EntryHeader, EntryError> {
     if header_crc != 0 {
         let actual = masked_crc32(&bytes[..HEADER_CRC_OFFSET]);
         if actual != header_crc {
-            return Err(EntryError::HeaderCrc { expected: header_crc, actual });
+            return Err(EntryError::HeaderCrc {
+                expected: header_crc,
+                actual,
+            });
         }
     }
     let field = |name: &'static str, at: usize| -> Result<u64, EntryError> {
         let v = be_i64(bytes, at);
-        u64::try_from(v).map_err(|_| EntryError::Negative { field: name, value: v })
+        u64::try_from(v).map_err(|_| EntryError::Negative {
+            field: name,
+            value: v,
+        })
     };
     Ok(EntryHeader {
         size: size as u32,
@@ -215,7 +230,10 @@ pub fn decode_header(bytes: &[u8]) -> Result<EntryHeader, EntryError> {
 /// Checks the body against the header's body CRC (0 = not computed, accepted).
 pub fn verify_body(header: &EntryHeader, body: &[u8]) -> Result<(), EntryError> {
     if body.len() != header.body_len() {
-        return Err(EntryError::Truncated { need: header.body_len() as u64, have: body.len() as u64 });
+        return Err(EntryError::Truncated {
+            need: header.body_len() as u64,
+            have: body.len() as u64,
+        });
     }
     verify_body_crc(header.body_crc, body)
 }
@@ -245,6 +263,7 @@ pub fn decode_blank(bytes: &[u8]) -> Option<i32> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -254,7 +273,10 @@ mod tests {
         let mut h = [0u8; HEADER_BYTES];
         encode_header(&mut h, Index(5), Term(3), Pos(4096), body);
         let d = decode_header(&h).unwrap();
-        assert_eq!((d.index, d.term, d.pos, d.size), (Index(5), Term(3), Pos(4096), 55));
+        assert_eq!(
+            (d.index, d.term, d.pos, d.size),
+            (Index(5), Term(3), Pos(4096), 55)
+        );
         verify_body(&d, body).unwrap();
         for bit in 0..HEADER_BYTES * 8 {
             let mut f = h;
@@ -278,8 +300,14 @@ mod tests {
 
     #[test]
     fn short_and_garbage_inputs_are_errors() {
-        assert!(matches!(decode_header(&[1, 2, 3]), Err(EntryError::Truncated { .. })));
-        assert!(matches!(decode_header(&[0xFF; 48]), Err(EntryError::BadMagic { found: -1 })));
+        assert!(matches!(
+            decode_header(&[1, 2, 3]),
+            Err(EntryError::Truncated { .. })
+        ));
+        assert!(matches!(
+            decode_header(&[0xFF; 48]),
+            Err(EntryError::BadMagic { found: -1 })
+        ));
         let mut b = [0u8; BLANK_HEADER_BYTES];
         encode_blank(&mut b, 100);
         assert_eq!(decode_blank(&b), Some(100));

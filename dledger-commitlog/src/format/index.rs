@@ -77,21 +77,35 @@ impl IndexEntry {
         }
         let u = |v: i64| u64::try_from(v).map_err(|_| IndexEntryError::Negative);
         let size = u32::try_from(i32_at(12)).map_err(|_| IndexEntryError::Negative)?;
-        Ok(IndexEntry { pos: Pos(u(i64_at(4))?), size, index: Index(u(i64_at(16))?), term: Term(u(i64_at(24))?) })
+        Ok(IndexEntry {
+            pos: Pos(u(i64_at(4))?),
+            size,
+            index: Index(u(i64_at(16))?),
+            term: Term(u(i64_at(24))?),
+        })
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
     #[test]
     fn round_trip_and_empty_slot() {
-        let e = IndexEntry { pos: Pos(1 << 33), size: 100, index: Index(9), term: Term(2) };
+        let e = IndexEntry {
+            pos: Pos(1 << 33),
+            size: 100,
+            index: Index(9),
+            term: Term(2),
+        };
         let mut b = [0u8; INDEX_ENTRY_BYTES];
         e.encode(&mut b);
         assert_eq!(IndexEntry::decode(&b), Ok(e));
         assert_eq!(IndexEntry::decode(&[0u8; 32]), Err(IndexEntryError::Empty));
-        assert_eq!(IndexEntry::decode(&[0u8; 3]), Err(IndexEntryError::Truncated(3)));
+        assert_eq!(
+            IndexEntry::decode(&[0u8; 3]),
+            Err(IndexEntryError::Truncated(3))
+        );
     }
 }

@@ -16,7 +16,11 @@ pub struct HardState {
 impl HardState {
     /// Renders the file text.
     pub fn encode(&self) -> String {
-        format!("currTerm={}\nvoteLeader={}\n", self.term.0, self.voted_for.as_deref().unwrap_or(""))
+        format!(
+            "currTerm={}\nvoteLeader={}\n",
+            self.term.0,
+            self.voted_for.as_deref().unwrap_or("")
+        )
     }
 
     /// Parses the file; `currTerm` is required (a present but unreadable file is an error).
@@ -31,24 +35,34 @@ impl HardState {
                         .parse::<i64>()
                         .ok()
                         .and_then(|n| Term::from_wire(n).ok())
-                        .ok_or_else(|| StateFileError::BadValue { key: "currTerm", value: v.chars().take(40).collect() })?;
+                        .ok_or_else(|| StateFileError::BadValue {
+                            key: "currTerm",
+                            value: v.chars().take(40).collect(),
+                        })?;
                     term = Some(t.unwrap_or_default());
                 }
                 "voteLeader" => voted_for = (!v.is_empty()).then(|| v.to_string()),
                 _ => {}
             }
         }
-        Ok(HardState { term: term.ok_or(StateFileError::MissingKey("currTerm"))?, voted_for })
+        Ok(HardState {
+            term: term.ok_or(StateFileError::MissingKey("currTerm"))?,
+            voted_for,
+        })
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
     #[test]
     fn round_trip_and_errors() {
-        let hs = HardState { term: Term(7), voted_for: Some("n1".into()) };
+        let hs = HardState {
+            term: Term(7),
+            voted_for: Some("n1".into()),
+        };
         assert_eq!(hs.encode(), "currTerm=7\nvoteLeader=n1\n");
         assert_eq!(HardState::parse(hs.encode().as_bytes()), Ok(hs));
         let none = HardState::parse(b"currTerm=3\nvoteLeader=\n").unwrap();

@@ -50,7 +50,11 @@ pub(crate) struct Candidate {
 
 /// Pure decision: how many of the oldest files (in order, the current file excluded by the
 /// caller) to delete.
-pub(crate) fn files_to_delete(cfg: &LedgerConfig, input: &CleanInput, files: &[Candidate]) -> usize {
+pub(crate) fn files_to_delete(
+    cfg: &LedgerConfig,
+    input: &CleanInput,
+    files: &[Candidate],
+) -> usize {
     let at_hour = cfg.delete_when_hours.contains(&input.local_hour);
     let filling = input.disk_usage_ratio > cfg.disk_ratio_check_expired;
     let force = cfg.disk_force_clean_enabled && input.disk_usage_ratio > cfg.force_clean_ratio();
@@ -77,24 +81,48 @@ impl Store {
         let disk_full = input.disk_usage_ratio > cfg.disk_full_ratio();
         if disk_full != self.sh.disk_full.swap(disk_full, Ordering::AcqRel) {
             if disk_full {
-                tracing::error!(usage = input.disk_usage_ratio, "disk full: refusing appends");
+                tracing::error!(
+                    usage = input.disk_usage_ratio,
+                    "disk full: refusing appends"
+                );
             } else {
-                tracing::info!(usage = input.disk_usage_ratio, "disk usage back below the limit: accepting appends");
+                tracing::info!(
+                    usage = input.disk_usage_ratio,
+                    "disk usage back below the limit: accepting appends"
+                );
             }
         }
-        let mut report = CleanReport { disk_full, ..CleanReport::default() };
+        let mut report = CleanReport {
+            disk_full,
+            ..CleanReport::default()
+        };
         let segs = self.sh.data.read().clone();
-        let listed = self.sh.dir.list(Kind::Data).map_err(|e| StoreError::io("list", "data", e))?;
-        let mtime = |name: &str| listed.iter().find(|l| name.ends_with(&l.name)).map_or(u64::MAX, |l| l.modified_ms);
+        let listed = self
+            .sh
+            .dir
+            .list(Kind::Data)
+            .map_err(|e| StoreError::io("list", "data", e))?;
+        let mtime = |name: &str| {
+            listed
+                .iter()
+                .find(|l| name.ends_with(&l.name))
+                .map_or(u64::MAX, |l| l.modified_ms)
+        };
         // The file holding the write position and everything after it are never candidates.
-        let live = segs.iter().position(|s| s.end() > self.write_pos).unwrap_or(segs.len().saturating_sub(1));
+        let live = segs
+            .iter()
+            .position(|s| s.end() > self.write_pos)
+            .unwrap_or(segs.len().saturating_sub(1));
         let candidates: Vec<Candidate> = segs[..live]
             .iter()
             .enumerate()
             .map(|(i, s)| Candidate {
                 modified_ms: mtime(&s.name()),
                 next_first_index: segs.get(i + 1).and_then(|n| {
-                    n.with_slice(0, HEADER_BYTES, decode_header).ok().and_then(|h| h.ok()).map(|h| h.index)
+                    n.with_slice(0, HEADER_BYTES, decode_header)
+                        .ok()
+                        .and_then(|h| h.ok())
+                        .map(|h| h.index)
                 }),
             })
             .collect();
@@ -106,13 +134,19 @@ impl Store {
         let new_begin = candidates[n - 1].next_first_index;
         let removed: Vec<_> = self.sh.data.write().drain(..n).collect();
         for s in &removed {
-            self.sh.dir.remove_segment(Kind::Data, s.start()).map_err(|e| StoreError::io("remove", s.name(), e))?;
+            self.sh
+                .dir
+                .remove_segment(Kind::Data, s.start())
+                .map_err(|e| StoreError::io("remove", s.name(), e))?;
             tracing::info!(file = %s.name(), "deleted expired data file");
             report.deleted_data_files.push(s.name());
         }
         self.begin = new_begin;
         store_opt(&self.sh.begin_index, self.begin);
-        if self.committed.is_some_and(|c| new_begin.is_some_and(|b| c < b)) {
+        if self
+            .committed
+            .is_some_and(|c| new_begin.is_some_and(|b| c < b))
+        {
             tracing::warn!("committed index below the new first index after cleaning");
         }
         // Index files wholly below the new first index go too.
@@ -123,7 +157,10 @@ impl Store {
             idx.drain(..k).collect()
         };
         for s in &removed_index {
-            self.sh.dir.remove_segment(Kind::Index, s.start()).map_err(|e| StoreError::io("remove", s.name(), e))?;
+            self.sh
+                .dir
+                .remove_segment(Kind::Index, s.start())
+                .map_err(|e| StoreError::io("remove", s.name(), e))?;
         }
         report.deleted_index_files = removed_index.len();
         report.begin_index = self.begin;
@@ -132,27 +169,69 @@ impl Store {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
     fn input(now_ms: u64, hour: u8, usage: f64, keep_from: u64) -> CleanInput {
-        CleanInput { now_ms, local_hour: hour, disk_usage_ratio: usage, keep_from: Index(keep_from) }
+        CleanInput {
+            now_ms,
+            local_hour: hour,
+            disk_usage_ratio: usage,
+            keep_from: Index(keep_from),
+        }
     }
 
     #[test]
     fn deletes_expired_files_only_at_the_hour_and_never_past_the_floor() {
-        let cfg = LedgerConfig { file_reserved_hours: 1, ..LedgerConfig::default() };
+        let cfg = LedgerConfig {
+            file_reserved_hours: 1,
+            ..LedgerConfig::default()
+        };
         let hour = 3_600_000;
         let files = [
-            Candidate { modified_ms: 0, next_first_index: Some(Index(10)) },
-            Candidate { modified_ms: 0, next_first_index: Some(Index(20)) },
-            Candidate { modified_ms: 5 * hour, next_first_index: Some(Index(30)) },
+            Candidate {
+                modified_ms: 0,
+                next_first_index: Some(Index(10)),
+            },
+            Candidate {
+                modified_ms: 0,
+                next_first_index: Some(Index(20)),
+            },
+            Candidate {
+                modified_ms: 5 * hour,
+                next_first_index: Some(Index(30)),
+            },
         ];
-        assert_eq!(files_to_delete(&cfg, &input(2 * hour, 3, 0.1, 100), &files), 0, "not the hour");
-        assert_eq!(files_to_delete(&cfg, &input(2 * hour, 4, 0.1, 100), &files), 2, "two expired");
-        assert_eq!(files_to_delete(&cfg, &input(2 * hour, 4, 0.1, 15), &files), 1, "floor");
-        assert_eq!(files_to_delete(&cfg, &input(2 * hour, 10, 0.75, 100), &files), 2, "filling disk, any hour");
-        assert_eq!(files_to_delete(&cfg, &input(2 * hour, 10, 0.9, 100), &files), 3, "force ignores age");
-        assert_eq!(files_to_delete(&cfg, &input(2 * hour, 10, 0.9, 25), &files), 2, "force still keeps the floor");
+        assert_eq!(
+            files_to_delete(&cfg, &input(2 * hour, 3, 0.1, 100), &files),
+            0,
+            "not the hour"
+        );
+        assert_eq!(
+            files_to_delete(&cfg, &input(2 * hour, 4, 0.1, 100), &files),
+            2,
+            "two expired"
+        );
+        assert_eq!(
+            files_to_delete(&cfg, &input(2 * hour, 4, 0.1, 15), &files),
+            1,
+            "floor"
+        );
+        assert_eq!(
+            files_to_delete(&cfg, &input(2 * hour, 10, 0.75, 100), &files),
+            2,
+            "filling disk, any hour"
+        );
+        assert_eq!(
+            files_to_delete(&cfg, &input(2 * hour, 10, 0.9, 100), &files),
+            3,
+            "force ignores age"
+        );
+        assert_eq!(
+            files_to_delete(&cfg, &input(2 * hour, 10, 0.9, 25), &files),
+            2,
+            "force still keeps the floor"
+        );
     }
 }

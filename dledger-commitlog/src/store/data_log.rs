@@ -21,19 +21,34 @@ pub(crate) struct Placement {
 /// rest with a blank record and start the entry at the next file. `base` is the start of any
 /// data file (files start at `base + k * seg_len`).
 pub(crate) fn place(base: u64, seg_len: u64, write_pos: u64, size: u64) -> Placement {
-    let seg_start = if write_pos >= base { write_pos - (write_pos - base) % seg_len } else { write_pos };
+    let seg_start = if write_pos >= base {
+        write_pos - (write_pos - base) % seg_len
+    } else {
+        write_pos
+    };
     let remaining = seg_start + seg_len - write_pos;
     if size + BLANK_HEADER_BYTES as u64 > remaining {
         let blank = (remaining >= BLANK_HEADER_BYTES as u64).then_some((write_pos, remaining));
-        Placement { blank, pos: seg_start + seg_len }
+        Placement {
+            blank,
+            pos: seg_start + seg_len,
+        }
     } else {
-        Placement { blank: None, pos: write_pos }
+        Placement {
+            blank: None,
+            pos: write_pos,
+        }
     }
 }
 
 /// Returns the segment of `kind` holding `addr`, creating missing segments up to it (waiting
 /// for a background creation in progress). `first_start` is used when the list is empty.
-pub(crate) fn ensure_segment(sh: &Shared, kind: Kind, addr: u64, first_start: u64) -> Result<Arc<Segment>, StoreError> {
+pub(crate) fn ensure_segment(
+    sh: &Shared,
+    kind: Kind,
+    addr: u64,
+    first_start: u64,
+) -> Result<Arc<Segment>, StoreError> {
     let list = match kind {
         Kind::Data => &sh.data,
         Kind::Index => &sh.index,
@@ -48,7 +63,10 @@ pub(crate) fn ensure_segment(sh: &Shared, kind: Kind, addr: u64, first_start: u6
             return Err(StoreError::io(
                 "locate",
                 sh.dir.display(kind, &segment_name(addr)),
-                std::io::Error::new(std::io::ErrorKind::NotFound, "position below the first file"),
+                std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "position below the first file",
+                ),
             ));
         }
         sh.prealloc.wait_idle(kind, start);
@@ -67,19 +85,50 @@ pub(crate) fn ensure_segment(sh: &Shared, kind: Kind, addr: u64, first_start: u6
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
     #[test]
     fn blank_rule() {
         // Fits with 8 bytes to spare: no blank.
-        assert_eq!(place(0, 100, 0, 92), Placement { blank: None, pos: 0 });
+        assert_eq!(
+            place(0, 100, 0, 92),
+            Placement {
+                blank: None,
+                pos: 0
+            }
+        );
         // One byte more: blank over the whole rest of the file, entry at the next file.
-        assert_eq!(place(0, 100, 10, 83), Placement { blank: Some((10, 90)), pos: 100 });
+        assert_eq!(
+            place(0, 100, 10, 83),
+            Placement {
+                blank: Some((10, 90)),
+                pos: 100
+            }
+        );
         // At a file boundary the next file is current.
-        assert_eq!(place(0, 100, 100, 50), Placement { blank: None, pos: 100 });
+        assert_eq!(
+            place(0, 100, 100, 50),
+            Placement {
+                blank: None,
+                pos: 100
+            }
+        );
         // Files need not start at 0.
-        assert_eq!(place(1000, 100, 1195, 10), Placement { blank: None, pos: 1195 });
-        assert_eq!(place(1000, 100, 1195, 50), Placement { blank: None, pos: 1200 });
+        assert_eq!(
+            place(1000, 100, 1150, 10),
+            Placement {
+                blank: None,
+                pos: 1150
+            }
+        );
+        assert_eq!(
+            place(1000, 100, 1195, 50),
+            Placement {
+                blank: None,
+                pos: 1200
+            }
+        );
     }
 }

@@ -61,14 +61,22 @@ impl Dir {
                         .ok()
                         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
                         .map_or(0, |d| d.as_millis() as u64);
-                    out.push(Listed { name: e.file_name().to_string_lossy().into_owned(), len: meta.len(), modified_ms });
+                    out.push(Listed {
+                        name: e.file_name().to_string_lossy().into_owned(),
+                        len: meta.len(),
+                        modified_ms,
+                    });
                 }
                 Ok(out)
             }
             Dir::Mem(m) => Ok(m
                 .list(kind.dir_name())
                 .into_iter()
-                .map(|(name, len, modified_ms)| Listed { name, len, modified_ms })
+                .map(|(name, len, modified_ms)| Listed {
+                    name,
+                    len,
+                    modified_ms,
+                })
                 .collect()),
         }
     }
@@ -100,7 +108,11 @@ impl Dir {
                 Ok(Segment::mmap(kind, start, seg, len, faults.clone()))
             }
             Dir::Mem(m) => {
-                let f = m.create_segment(&format!("{}/{}", kind.dir_name(), name), len, kind.create_point())?;
+                let f = m.create_segment(
+                    &format!("{}/{}", kind.dir_name(), name),
+                    len,
+                    kind.create_point(),
+                )?;
                 Ok(Segment::mem(kind, start, f, m.faults().clone()))
             }
         }

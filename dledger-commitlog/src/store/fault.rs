@@ -42,7 +42,12 @@ impl Faults {
     /// `sticky` keeps failing every later one too.
     pub fn arm(&self, point: FaultPoint, skip: u32, errno: i32, sticky: bool) {
         if let Ok(mut a) = self.armed.lock() {
-            a.push(Armed { point, skip, errno, sticky });
+            a.push(Armed {
+                point,
+                skip,
+                errno,
+                sticky,
+            });
             self.any.store(true, Ordering::Release);
         }
     }
@@ -60,8 +65,12 @@ impl Faults {
         if !self.any.load(Ordering::Acquire) {
             return Ok(());
         }
-        let Ok(mut armed) = self.armed.lock() else { return Ok(()) };
-        let Some(i) = armed.iter().position(|a| a.point == point) else { return Ok(()) };
+        let Ok(mut armed) = self.armed.lock() else {
+            return Ok(());
+        };
+        let Some(i) = armed.iter().position(|a| a.point == point) else {
+            return Ok(());
+        };
         if armed[i].skip > 0 {
             armed[i].skip -= 1;
             return Ok(());

@@ -59,7 +59,10 @@ pub(crate) struct FlushState {
 
 impl FlushState {
     pub(crate) fn new(mode: FlushMode, written: u64, index_written: u64) -> FlushState {
-        let (tx, _) = watch::channel(FlushProgress { flushed: Pos(written), poisoned: false });
+        let (tx, _) = watch::channel(FlushProgress {
+            flushed: Pos(written),
+            poisoned: false,
+        });
         FlushState {
             marks: Mutex::new(Marks {
                 data_from: written,
@@ -139,13 +142,23 @@ impl FlushState {
 
 /// One flush pass: makes everything written so far durable and publishes it.
 pub(crate) fn flush_now(sh: &Shared) -> Result<Pos, StoreError> {
-    let _one_at_a_time = sh.flush.flush_lock.lock().unwrap_or_else(|e| e.into_inner());
+    let _one_at_a_time = sh
+        .flush
+        .flush_lock
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     if sh.poisoned.load(Ordering::Acquire) {
         return Err(StoreError::Poisoned("an earlier flush failed".into()));
     }
     let (df, dt, dw, xf, xt) = {
         let mut m = sh.flush.marks();
-        let snap = (m.data_from, m.data_to, m.data_written, m.index_from, m.index_to);
+        let snap = (
+            m.data_from,
+            m.data_to,
+            m.data_written,
+            m.index_from,
+            m.index_to,
+        );
         m.data_from = m.data_written;
         m.data_to = m.data_written;
         m.index_from = m.index_written;
@@ -153,7 +166,10 @@ pub(crate) fn flush_now(sh: &Shared) -> Result<Pos, StoreError> {
         m.wake = false;
         snap
     };
-    let result = sh.data.flush_range(df, dt).and_then(|()| sh.index.flush_range(xf, xt));
+    let result = sh
+        .data
+        .flush_range(df, dt)
+        .and_then(|()| sh.index.flush_range(xf, xt));
     if let Err(e) = result {
         let err = StoreError::io("flush", "data/index files", e);
         sh.poison(err.to_string());
@@ -178,7 +194,10 @@ pub(crate) fn write_checkpoint(sh: &Shared, cp: Checkpoint) -> Result<(), StoreE
 
 /// Samples the checkpoint, flushes, then writes it (so it only names durable data).
 pub(crate) fn flush_and_checkpoint(sh: &Shared) -> Result<(), StoreError> {
-    let cp = Checkpoint { end_index: load_opt(&sh.end_index), committed_index: load_opt(&sh.committed_index) };
+    let cp = Checkpoint {
+        end_index: load_opt(&sh.end_index),
+        committed_index: load_opt(&sh.committed_index),
+    };
     flush_now(sh)?;
     write_checkpoint(sh, cp)
 }
@@ -192,8 +211,13 @@ pub(crate) struct Flusher {
 impl Flusher {
     pub(crate) fn start(sh: Arc<Shared>) -> std::io::Result<Flusher> {
         let t = sh.clone();
-        let handle = std::thread::Builder::new().name("dledger-flush".into()).spawn(move || run(&t))?;
-        Ok(Flusher { sh, handle: Some(handle) })
+        let handle = std::thread::Builder::new()
+            .name("dledger-flush".into())
+            .spawn(move || run(&t))?;
+        Ok(Flusher {
+            sh,
+            handle: Some(handle),
+        })
     }
 
     pub(crate) fn stop(&mut self) {
@@ -231,7 +255,10 @@ fn run(sh: &Shared) {
         if sh.poisoned.load(Ordering::Acquire) {
             // Nothing can become durable any more; idle until stopped.
             let m = sh.flush.marks();
-            let _ = sh.flush.cv.wait_timeout_while(m, Duration::from_secs(1), |m| !m.stop);
+            let _ = sh
+                .flush
+                .cv
+                .wait_timeout_while(m, Duration::from_secs(1), |m| !m.stop);
             continue;
         }
         if last_cp.elapsed() >= cp_interval {

@@ -63,23 +63,43 @@ impl MemFile {
     fn range(&self, off: usize, len: usize) -> io::Result<usize> {
         match off.checked_add(len) {
             Some(end) if end as u64 <= self.len => Ok(end),
-            _ => Err(io::Error::new(io::ErrorKind::InvalidInput, "range outside the segment")),
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "range outside the segment",
+            )),
         }
     }
 
-    pub(crate) fn write_with<R>(&self, off: usize, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> io::Result<R> {
+    pub(crate) fn write_with<R>(
+        &self,
+        off: usize,
+        len: usize,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> io::Result<R> {
         let end = self.range(off, len)?;
-        let mut d = self.data.write().map_err(|_| io::Error::other("poisoned lock"))?;
+        let mut d = self
+            .data
+            .write()
+            .map_err(|_| io::Error::other("poisoned lock"))?;
         if d.len() < end {
             d.resize(end, 0);
         }
-        self.modified_ms.store(self.clock.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.modified_ms
+            .store(self.clock.load(Ordering::Relaxed), Ordering::Relaxed);
         Ok(f(&mut d[off..end]))
     }
 
-    pub(crate) fn with_slice<R>(&self, off: usize, len: usize, f: impl FnOnce(&[u8]) -> R) -> io::Result<R> {
+    pub(crate) fn with_slice<R>(
+        &self,
+        off: usize,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> io::Result<R> {
         let end = self.range(off, len)?;
-        let d = self.data.read().map_err(|_| io::Error::other("poisoned lock"))?;
+        let d = self
+            .data
+            .read()
+            .map_err(|_| io::Error::other("poisoned lock"))?;
         if end <= d.len() {
             return Ok(f(&d[off..end]));
         }
@@ -93,8 +113,14 @@ impl MemFile {
 
     pub(crate) fn flush(&self, off: usize, len: usize) -> io::Result<()> {
         let end = self.range(off, len)?;
-        let d = self.data.read().map_err(|_| io::Error::other("poisoned lock"))?;
-        let mut durable = self.durable.lock().map_err(|_| io::Error::other("poisoned lock"))?;
+        let d = self
+            .data
+            .read()
+            .map_err(|_| io::Error::other("poisoned lock"))?;
+        let mut durable = self
+            .durable
+            .lock()
+            .map_err(|_| io::Error::other("poisoned lock"))?;
         let end = end.min(d.len());
         if off >= end {
             return Ok(());
@@ -191,10 +217,18 @@ impl MemDisk {
         let segments = files
             .segments
             .iter()
-            .map(|(k, f)| (k.clone(), Arc::new(f.after_crash(mode, &mut rng, clock.clone()))))
+            .map(|(k, f)| {
+                (
+                    k.clone(),
+                    Arc::new(f.after_crash(mode, &mut rng, clock.clone())),
+                )
+            })
             .collect();
         MemDisk {
-            files: Arc::new(Mutex::new(Files { segments, states: files.states.clone() })),
+            files: Arc::new(Mutex::new(Files {
+                segments,
+                states: files.states.clone(),
+            })),
             clock,
             faults: Arc::new(Faults::default()),
         }
@@ -243,13 +277,20 @@ impl MemDisk {
         self.lock()
             .segments
             .iter()
-            .filter_map(|(k, f)| k.strip_prefix(&prefix).map(|n| (n.to_string(), f.len, f.modified_ms())))
+            .filter_map(|(k, f)| {
+                k.strip_prefix(&prefix)
+                    .map(|n| (n.to_string(), f.len, f.modified_ms()))
+            })
             .collect()
     }
 
     pub(crate) fn open_segment(&self, name: &str, len: u64) -> io::Result<Arc<MemFile>> {
         let mut f = self.lock();
-        let old = f.segments.get(name).cloned().ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        let old = f
+            .segments
+            .get(name)
+            .cloned()
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
         if old.len == len {
             return Ok(old);
         }
@@ -266,7 +307,12 @@ impl MemDisk {
         Ok(file)
     }
 
-    pub(crate) fn create_segment(&self, name: &str, len: u64, point: FaultPoint) -> io::Result<Arc<MemFile>> {
+    pub(crate) fn create_segment(
+        &self,
+        name: &str,
+        len: u64,
+        point: FaultPoint,
+    ) -> io::Result<Arc<MemFile>> {
         self.faults.check(point)?;
         let file = Arc::new(MemFile::new(len, Vec::new(), self.clock.clone()));
         self.lock().segments.insert(name.to_string(), file.clone());

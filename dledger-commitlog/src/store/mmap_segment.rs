@@ -50,10 +50,18 @@ impl MmapSegment {
     /// Creates (or completes a half-created) file of `len` bytes, allocates it, maps it and
     /// pre-touches every page so the append path takes no first-touch faults.
     pub(crate) fn create(path: &Path, len: u64) -> io::Result<MmapSegment> {
-        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
         let have = file.metadata()?.len();
         if have > len {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "existing file longer than the segment size"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "existing file longer than the segment size",
+            ));
         }
         zero_fill(&mut file, have, len)?;
         let seg = Self::map(file, path, len)?;
@@ -75,13 +83,21 @@ impl MmapSegment {
     fn map(file: File, path: &Path, len: u64) -> io::Result<MmapSegment> {
         let len_usize = usize::try_from(len).map_err(|_| io::Error::other("segment too large"))?;
         let map = MmapOptions::new().len(len_usize).map_raw(&file)?;
-        Ok(MmapSegment { map, len: len_usize, path: path.to_path_buf(), _file: file })
+        Ok(MmapSegment {
+            map,
+            len: len_usize,
+            path: path.to_path_buf(),
+            _file: file,
+        })
     }
 
     fn check(&self, off: usize, len: usize) -> io::Result<()> {
         match off.checked_add(len) {
             Some(end) if end <= self.len => Ok(()),
-            _ => Err(io::Error::new(io::ErrorKind::InvalidInput, "range outside the segment")),
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "range outside the segment",
+            )),
         }
     }
 
@@ -98,7 +114,12 @@ impl MmapSegment {
     }
 
     /// Gives the writer a mutable view of `[off, off+len)`.
-    pub(crate) fn write_with<R>(&self, off: usize, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> io::Result<R> {
+    pub(crate) fn write_with<R>(
+        &self,
+        off: usize,
+        len: usize,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> io::Result<R> {
         self.check(off, len)?;
         // SAFETY: bounds checked above; only the single writer calls this, and only for ranges
         // not yet published to readers (module rules), so no other reference aliases them.
@@ -107,7 +128,12 @@ impl MmapSegment {
     }
 
     /// Gives a reader a view of `[off, off+len)`.
-    pub(crate) fn with_slice<R>(&self, off: usize, len: usize, f: impl FnOnce(&[u8]) -> R) -> io::Result<R> {
+    pub(crate) fn with_slice<R>(
+        &self,
+        off: usize,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> io::Result<R> {
         self.check(off, len)?;
         // SAFETY: bounds checked above; callers read only published ranges, which the writer
         // no longer modifies (module rules), and the mapping outlives `self`.

@@ -62,8 +62,13 @@ pub(crate) struct Preallocator {
 impl Preallocator {
     pub(crate) fn start(sh: Arc<Shared>) -> std::io::Result<Preallocator> {
         let t = sh.clone();
-        let handle = std::thread::Builder::new().name("dledger-prealloc".into()).spawn(move || run(&t))?;
-        Ok(Preallocator { sh, handle: Some(handle) })
+        let handle = std::thread::Builder::new()
+            .name("dledger-prealloc".into())
+            .spawn(move || run(&t))?;
+        Ok(Preallocator {
+            sh,
+            handle: Some(handle),
+        })
     }
 
     pub(crate) fn stop(&mut self) {
@@ -107,7 +112,8 @@ fn create_one(sh: &Shared, kind: Kind, start: u64) {
         Kind::Data => &sh.data,
         Kind::Index => &sh.index,
     };
-    let wanted = |segs: &Vec<Arc<super::segment::Segment>>| segs.last().is_some_and(|l| l.end() == start);
+    let wanted =
+        |segs: &Vec<Arc<super::segment::Segment>>| segs.last().is_some_and(|l| l.end() == start);
     if !wanted(&list.read()) {
         return;
     }
@@ -125,6 +131,8 @@ fn create_one(sh: &Shared, kind: Kind, start: u64) {
                 }
             }
         }
-        Err(e) => tracing::warn!(?kind, start, error = %e, "preallocating the next file failed; the writer will retry"),
+        Err(e) => {
+            tracing::warn!(?kind, start, error = %e, "preallocating the next file failed; the writer will retry")
+        }
     }
 }

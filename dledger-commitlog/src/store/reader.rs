@@ -50,7 +50,11 @@ impl StoreReader {
         let committed = self.committed_index();
         let begin = self.begin_index();
         if !(begin.is_some_and(|b| b <= index) && committed.is_some_and(|c| index <= c)) {
-            return Err(StoreError::IndexOutOfRange { index, begin, last: committed });
+            return Err(StoreError::IndexOutOfRange {
+                index,
+                begin,
+                last: committed,
+            });
         }
         self.sh.entry(index)
     }
@@ -71,7 +75,9 @@ impl StoreReader {
     /// The message stored at RocketMQ physical offset `phys` (= entry pos + 48): the body of
     /// that committed entry, CRC-verified.
     pub fn read_message(&self, phys: u64) -> Result<Bytes, StoreError> {
-        let pos = phys.checked_sub(HEADER_BYTES as u64).ok_or(StoreError::PosOutOfRange { pos: Pos(phys) })?;
+        let pos = phys
+            .checked_sub(HEADER_BYTES as u64)
+            .ok_or(StoreError::PosOutOfRange { pos: Pos(phys) })?;
         Ok(self.read_at(Pos(pos))?.body)
     }
 
@@ -89,10 +95,15 @@ impl StoreReader {
     /// store was poisoned first.
     pub async fn wait_flushed(&self, end_pos: Pos) -> Result<(), StoreError> {
         let mut rx = self.sh.flush.subscribe();
-        let res = rx.wait_for(|p| p.flushed >= end_pos || p.poisoned).await.map(|p| *p);
+        let res = rx
+            .wait_for(|p| p.flushed >= end_pos || p.poisoned)
+            .await
+            .map(|p| *p);
         match res {
             Ok(p) if p.flushed >= end_pos => Ok(()),
-            _ => Err(StoreError::Poisoned("flush failed before the position became durable".into())),
+            _ => Err(StoreError::Poisoned(
+                "flush failed before the position became durable".into(),
+            )),
         }
     }
 }

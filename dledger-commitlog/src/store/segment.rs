@@ -48,7 +48,9 @@ pub(crate) fn segment_name(start: u64) -> String {
 
 /// Parses a segment file name; `None` unless it is exactly 20 decimal digits.
 pub(crate) fn parse_segment_name(name: &str) -> Option<u64> {
-    (name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit())).then(|| name.parse().ok()).flatten()
+    (name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| name.parse().ok())
+        .flatten()
 }
 
 #[derive(Debug)]
@@ -68,12 +70,30 @@ pub(crate) struct Segment {
 }
 
 impl Segment {
-    pub(crate) fn mmap(kind: Kind, start: u64, seg: MmapSegment, len: u64, faults: Arc<Faults>) -> Segment {
-        Segment { start, len, kind, faults, backing: Backing::Mmap(seg) }
+    pub(crate) fn mmap(
+        kind: Kind,
+        start: u64,
+        seg: MmapSegment,
+        len: u64,
+        faults: Arc<Faults>,
+    ) -> Segment {
+        Segment {
+            start,
+            len,
+            kind,
+            faults,
+            backing: Backing::Mmap(seg),
+        }
     }
 
     pub(crate) fn mem(kind: Kind, start: u64, file: Arc<MemFile>, faults: Arc<Faults>) -> Segment {
-        Segment { start, len: file.len(), kind, faults, backing: Backing::Mem(file) }
+        Segment {
+            start,
+            len: file.len(),
+            kind,
+            faults,
+            backing: Backing::Mem(file),
+        }
     }
 
     pub(crate) fn start(&self) -> u64 {
@@ -97,7 +117,12 @@ impl Segment {
     }
 
     /// Writer-only mutable access to `[off, off+len)` (segment-relative).
-    pub(crate) fn write_with<R>(&self, off: u64, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> io::Result<R> {
+    pub(crate) fn write_with<R>(
+        &self,
+        off: u64,
+        len: usize,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> io::Result<R> {
         self.faults.check(self.kind.write_point())?;
         let off = usize::try_from(off).map_err(|_| io::Error::other("offset overflow"))?;
         match &self.backing {
@@ -118,7 +143,12 @@ impl Segment {
     }
 
     /// Read access to `[off, off+len)` (segment-relative).
-    pub(crate) fn with_slice<R>(&self, off: u64, len: usize, f: impl FnOnce(&[u8]) -> R) -> io::Result<R> {
+    pub(crate) fn with_slice<R>(
+        &self,
+        off: u64,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> io::Result<R> {
         let off = usize::try_from(off).map_err(|_| io::Error::other("offset overflow"))?;
         match &self.backing {
             Backing::Mmap(m) => m.with_slice(off, len, f),

@@ -15,7 +15,10 @@ pub(crate) struct SegmentList {
 
 impl SegmentList {
     pub(crate) fn new(seg_len: u64, segs: Vec<Arc<Segment>>) -> SegmentList {
-        SegmentList { seg_len, segs: RwLock::new(segs) }
+        SegmentList {
+            seg_len,
+            segs: RwLock::new(segs),
+        }
     }
 
     pub(crate) fn seg_len(&self) -> u64 {
@@ -38,7 +41,9 @@ impl SegmentList {
             return None;
         }
         let i = usize::try_from((pos - first.start()) / self.seg_len).ok()?;
-        segs.get(i).filter(|s| s.start() <= pos && pos < s.end()).cloned()
+        segs.get(i)
+            .filter(|s| s.start() <= pos && pos < s.end())
+            .cloned()
     }
 
     /// Start of the first segment and end of the last (empty list: `None`).
@@ -48,8 +53,18 @@ impl SegmentList {
     }
 
     /// Runs `f` on the bytes `[pos, pos+len)`, which must lie in one segment.
-    pub(crate) fn with_slice<R>(&self, pos: u64, len: usize, f: impl FnOnce(&[u8]) -> R) -> io::Result<R> {
-        let seg = self.find(pos).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no segment holds position {pos}")))?;
+    pub(crate) fn with_slice<R>(
+        &self,
+        pos: u64,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> io::Result<R> {
+        let seg = self.find(pos).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no segment holds position {pos}"),
+            )
+        })?;
         seg.with_slice(pos - seg.start(), len, f)
     }
 
@@ -58,7 +73,12 @@ impl SegmentList {
         if to <= from {
             return Ok(());
         }
-        let segs: Vec<Arc<Segment>> = self.read().iter().filter(|s| s.end() > from && s.start() < to).cloned().collect();
+        let segs: Vec<Arc<Segment>> = self
+            .read()
+            .iter()
+            .filter(|s| s.end() > from && s.start() < to)
+            .cloned()
+            .collect();
         for s in segs {
             let a = from.max(s.start());
             let b = to.min(s.end());
@@ -72,7 +92,12 @@ impl SegmentList {
         if to <= from {
             return Ok(());
         }
-        let segs: Vec<Arc<Segment>> = self.read().iter().filter(|s| s.end() > from && s.start() < to).cloned().collect();
+        let segs: Vec<Arc<Segment>> = self
+            .read()
+            .iter()
+            .filter(|s| s.end() > from && s.start() < to)
+            .cloned()
+            .collect();
         for s in segs {
             let a = from.max(s.start());
             let b = to.min(s.end());

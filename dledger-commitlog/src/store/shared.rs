@@ -86,11 +86,17 @@ impl Shared {
 
     pub(crate) fn check_writable(&self) -> Result<(), StoreError> {
         if self.poisoned.load(Ordering::Acquire) {
-            let r = self.poison_reason.lock().map(|r| r.clone()).unwrap_or_default();
+            let r = self
+                .poison_reason
+                .lock()
+                .map(|r| r.clone())
+                .unwrap_or_default();
             return Err(StoreError::Poisoned(r));
         }
         if self.disk_full.load(Ordering::Acquire) {
-            return Err(StoreError::DiskFull("disk usage above the disk-full ratio".into()));
+            return Err(StoreError::DiskFull(
+                "disk usage above the disk-full ratio".into(),
+            ));
         }
         Ok(())
     }
@@ -110,7 +116,10 @@ impl Shared {
 
     /// Reads and verifies the entry whose header starts at `pos`.
     pub(crate) fn entry_at(&self, pos: Pos) -> Result<StoredEntry, StoreError> {
-        let seg = self.data.find(pos.0).ok_or(StoreError::PosOutOfRange { pos })?;
+        let seg = self
+            .data
+            .find(pos.0)
+            .ok_or(StoreError::PosOutOfRange { pos })?;
         read_entry(&seg, pos)
     }
 
@@ -118,7 +127,9 @@ impl Shared {
     pub(crate) fn entry(&self, index: Index) -> Result<StoredEntry, StoreError> {
         let ie = self.index_entry(index)?;
         let e = self.entry_at(ie.pos).map_err(|e| match e {
-            StoreError::PosOutOfRange { .. } => StoreError::IndexDataMismatch { index, pos: ie.pos },
+            StoreError::PosOutOfRange { .. } => {
+                StoreError::IndexDataMismatch { index, pos: ie.pos }
+            }
             other => other,
         })?;
         if e.index != index || e.term != ie.term || e.size() != ie.size {
@@ -131,9 +142,16 @@ impl Shared {
 /// Reads and verifies one entry of `seg` at absolute `pos`.
 pub(crate) fn read_entry(seg: &Arc<Segment>, pos: Pos) -> Result<StoredEntry, StoreError> {
     let off = pos.0 - seg.start();
-    let corrupt = |source| StoreError::Corrupt { file: seg.name(), pos, source };
+    let corrupt = |source| StoreError::Corrupt {
+        file: seg.name(),
+        pos,
+        source,
+    };
     if off + HEADER_BYTES as u64 > seg.len() {
-        return Err(corrupt(EntryError::Truncated { need: HEADER_BYTES as u64, have: seg.len() - off }));
+        return Err(corrupt(EntryError::Truncated {
+            need: HEADER_BYTES as u64,
+            have: seg.len() - off,
+        }));
     }
     let header = seg
         .with_slice(off, HEADER_BYTES, decode_header)
@@ -144,10 +162,15 @@ pub(crate) fn read_entry(seg: &Arc<Segment>, pos: Pos) -> Result<StoredEntry, St
     }
     let body_len = header.body_len();
     if off + u64::from(header.size) > seg.len() {
-        return Err(corrupt(EntryError::Truncated { need: u64::from(header.size), have: seg.len() - off }));
+        return Err(corrupt(EntryError::Truncated {
+            need: u64::from(header.size),
+            have: seg.len() - off,
+        }));
     }
     let body = seg
-        .with_slice(off + HEADER_BYTES as u64, body_len, |b| verify_body(&header, b).map(|()| Bytes::copy_from_slice(b)))
+        .with_slice(off + HEADER_BYTES as u64, body_len, |b| {
+            verify_body(&header, b).map(|()| Bytes::copy_from_slice(b))
+        })
         .map_err(|e| StoreError::io("read", seg.name(), e))?
         .map_err(corrupt)?;
     Ok(StoredEntry {

@@ -24,7 +24,9 @@ use super::shared::{store_opt, Shared, StoredEntry};
 use crate::config::LedgerConfig;
 use crate::format::checkpoint::Checkpoint;
 use crate::format::crc::masked_crc32;
-use crate::format::entry::{encode_blank, encode_header_with_crc, verify_body_crc, BLANK_HEADER_BYTES, HEADER_BYTES};
+use crate::format::entry::{
+    encode_blank, encode_header_with_crc, verify_body_crc, BLANK_HEADER_BYTES, HEADER_BYTES,
+};
 use crate::format::index::{IndexEntry, INDEX_ENTRY_BYTES};
 use crate::format::member_state::HardState;
 use crate::types::{Index, Pos, Term};
@@ -94,23 +96,43 @@ impl Store {
     }
 
     /// As [`Store::open`], with a fault plan consulted at each write step (tests).
-    pub fn open_with_faults(root: &Path, cfg: &LedgerConfig, faults: Arc<Faults>) -> Result<Store, StoreError> {
-        Self::open_dir(Dir::Fs { root: root.to_path_buf(), faults }, cfg)
+    pub fn open_with_faults(
+        root: &Path,
+        cfg: &LedgerConfig,
+        faults: Arc<Faults>,
+    ) -> Result<Store, StoreError> {
+        Self::open_dir(
+            Dir::Fs {
+                root: root.to_path_buf(),
+                faults,
+            },
+            cfg,
+        )
     }
 
     /// Opens the log on an in-memory disk (simulator). Background threads are never started:
     /// the caller flushes with [`Store::flush`] so runs stay deterministic.
     pub fn open_in_memory(disk: &MemDisk, cfg: &LedgerConfig) -> Result<Store, StoreError> {
-        let cfg = LedgerConfig { background_threads: false, ..cfg.clone() };
+        let cfg = LedgerConfig {
+            background_threads: false,
+            ..cfg.clone()
+        };
         Self::open_dir(Dir::Mem(disk.clone()), &cfg)
     }
 
     fn open_dir(dir: Dir, cfg: &LedgerConfig) -> Result<Store, StoreError> {
         cfg.validate()?;
-        dir.prepare().map_err(|e| StoreError::io("create directories", dir.display(Kind::Data, ""), e))?;
-        let hard_state = match dir.read_state(CURRTERM_FILE).map_err(|e| StoreError::io("read", CURRTERM_FILE, e))? {
+        dir.prepare()
+            .map_err(|e| StoreError::io("create directories", dir.display(Kind::Data, ""), e))?;
+        let hard_state = match dir
+            .read_state(CURRTERM_FILE)
+            .map_err(|e| StoreError::io("read", CURRTERM_FILE, e))?
+        {
             None => HardState::default(),
-            Some(b) => HardState::parse(&b).map_err(|source| StoreError::BadStateFile { file: CURRTERM_FILE.into(), source })?,
+            Some(b) => HardState::parse(&b).map_err(|source| StoreError::BadStateFile {
+                file: CURRTERM_FILE.into(),
+                source,
+            })?,
         };
         let checkpoint = match dir.read_state(CHECKPOINT_FILE) {
             Ok(Some(b)) => Checkpoint::parse(&b).unwrap_or_else(|e| {
@@ -125,12 +147,26 @@ impl Store {
         };
         let rec = recover(&dir, cfg, checkpoint.committed_index)?;
         let data_base = rec.data.first().map_or(0, |s| s.start());
-        let next_index = rec.end.map_or(rec.begin.unwrap_or(Index(0)), |(i, _)| i.next());
+        let next_index = rec
+            .end
+            .map_or(rec.begin.unwrap_or(Index(0)), |(i, _)| i.next());
         let write_pos = rec.write_pos;
         let index_written = next_index.0 * INDEX_ENTRY_BYTES as u64;
-        let data_dirty_from = rec.data.iter().rev().find(|s| s.start() <= write_pos).map_or(write_pos, |s| s.start());
-        let data_list_end = rec.data.last().map_or(write_pos, |s| s.end()).max(write_pos);
-        let index_bounds = (rec.index.first().map_or(0, |s| s.start()), rec.index.last().map_or(0, |s| s.end()));
+        let data_dirty_from = rec
+            .data
+            .iter()
+            .rev()
+            .find(|s| s.start() <= write_pos)
+            .map_or(write_pos, |s| s.start());
+        let data_list_end = rec
+            .data
+            .last()
+            .map_or(write_pos, |s| s.end())
+            .max(write_pos);
+        let index_bounds = (
+            rec.index.first().map_or(0, |s| s.start()),
+            rec.index.last().map_or(0, |s| s.end()),
+        );
         let sh = Arc::new(Shared {
             cfg: cfg.clone(),
             dir,
@@ -148,7 +184,8 @@ impl Store {
             state_file_lock: Mutex::new(()),
         });
         // Make the recovered state (zeroed tail, rebuilt index) durable before serving.
-        sh.flush.note_dirty((data_dirty_from, data_list_end), index_bounds);
+        sh.flush
+            .note_dirty((data_dirty_from, data_list_end), index_bounds);
         flusher::flush_now(&sh)?;
         let mut store = Store {
             sh,
@@ -170,9 +207,14 @@ impl Store {
             store.advance_committed(c);
         }
         if cfg.background_threads {
-            store.flusher = Some(Flusher::start(store.sh.clone()).map_err(|e| StoreError::io("spawn", "flush thread", e))?);
-            store.prealloc =
-                Some(Preallocator::start(store.sh.clone()).map_err(|e| StoreError::io("spawn", "preallocation thread", e))?);
+            store.flusher = Some(
+                Flusher::start(store.sh.clone())
+                    .map_err(|e| StoreError::io("spawn", "flush thread", e))?,
+            );
+            store.prealloc = Some(
+                Preallocator::start(store.sh.clone())
+                    .map_err(|e| StoreError::io("spawn", "preallocation thread", e))?,
+            );
             for (kind, list) in [(Kind::Data, &store.sh.data), (Kind::Index, &store.sh.index)] {
                 if let Some((_, end)) = list.bounds() {
                     store.sh.prealloc.request(kind, end);
@@ -258,10 +300,23 @@ impl Store {
     /// its body CRC (if sent) is verified before anything is written.
     pub fn append_follower(&mut self, e: FollowerEntry<'_>) -> Result<Appended, StoreError> {
         if e.index != self.next_index {
-            return Err(StoreError::IndexMismatch { expected: self.next_index, got: e.index });
+            return Err(StoreError::IndexMismatch {
+                expected: self.next_index,
+                got: e.index,
+            });
         }
-        verify_body_crc(e.body_crc, e.body).map_err(|source| StoreError::ReceivedCorrupt { index: e.index, source })?;
-        self.write_entry(e.index, e.term, Some(e.pos), e.body, |_, _| {}, Some(e.body_crc))
+        verify_body_crc(e.body_crc, e.body).map_err(|source| StoreError::ReceivedCorrupt {
+            index: e.index,
+            source,
+        })?;
+        self.write_entry(
+            e.index,
+            e.term,
+            Some(e.pos),
+            e.body,
+            |_, _| {},
+            Some(e.body_crc),
+        )
     }
 
     fn data_segment(&mut self, pos: u64) -> Result<Arc<Segment>, StoreError> {
@@ -270,9 +325,19 @@ impl Store {
                 return Ok(s.clone());
             }
         }
-        let first = if self.sh.data.bounds().is_none() { pos - (pos - self.data_base.min(pos)) % self.sh.cfg.data_segment_bytes } else { 0 };
+        let first = if self.sh.data.bounds().is_none() {
+            pos - (pos - self.data_base.min(pos)) % self.sh.cfg.data_segment_bytes
+        } else {
+            0
+        };
         let seg = ensure_segment(&self.sh, Kind::Data, pos, first)?;
-        if self.flusher.is_some() && self.sh.data.bounds().is_some_and(|(_, end)| end == seg.end()) {
+        if self.flusher.is_some()
+            && self
+                .sh
+                .data
+                .bounds()
+                .is_some_and(|(_, end)| end == seg.end())
+        {
             self.sh.prealloc.request(Kind::Data, seg.end());
         }
         self.cur_data = Some(seg.clone());
@@ -288,7 +353,13 @@ impl Store {
         }
         let first = addr - addr % self.sh.cfg.index_segment_bytes;
         let seg = ensure_segment(&self.sh, Kind::Index, addr, first)?;
-        if self.flusher.is_some() && self.sh.index.bounds().is_some_and(|(_, end)| end == seg.end()) {
+        if self.flusher.is_some()
+            && self
+                .sh
+                .index
+                .bounds()
+                .is_some_and(|(_, end)| end == seg.end())
+        {
             self.sh.prealloc.request(Kind::Index, seg.end());
         }
         self.cur_index = Some(seg.clone());
@@ -307,7 +378,10 @@ impl Store {
         self.sh.check_writable()?;
         let max = self.sh.cfg.max_body_bytes();
         if body.len() as u64 > max {
-            return Err(StoreError::BodyTooLarge { len: body.len() as u64, max });
+            return Err(StoreError::BodyTooLarge {
+                len: body.len() as u64,
+                max,
+            });
         }
         if let Some((_, last)) = self.end {
             if term < last {
@@ -320,7 +394,10 @@ impl Store {
         let pos = placement.pos;
         if let Some(w) = want_pos {
             if w.0 != pos {
-                return Err(StoreError::PosMismatch { expected: Pos(pos), got: w });
+                return Err(StoreError::PosMismatch {
+                    expected: Pos(pos),
+                    got: w,
+                });
             }
         }
         // Every fallible allocation first, so a failure leaves nothing half-written.
@@ -334,7 +411,8 @@ impl Store {
         if let (Some((bpos, blen)), Some(bseg)) = (placement.blank, blank_seg) {
             let mut b = [0u8; BLANK_HEADER_BYTES];
             encode_blank(&mut b, blen as u32);
-            bseg.write(bpos - bseg.start(), &b).map_err(|e| StoreError::io("write", bseg.name(), e))?;
+            bseg.write(bpos - bseg.start(), &b)
+                .map_err(|e| StoreError::io("write", bseg.name(), e))?;
         }
         let off = pos - dseg.start();
         let body_crc = dseg
@@ -348,10 +426,23 @@ impl Store {
             })
             .map_err(io)?;
         let mut header = [0u8; HEADER_BYTES];
-        encode_header_with_crc(&mut header, index, term, Pos(pos), body.len() as u32, body_crc);
+        encode_header_with_crc(
+            &mut header,
+            index,
+            term,
+            Pos(pos),
+            body.len() as u32,
+            body_crc,
+        );
         dseg.write(off, &header).map_err(io)?;
         let mut ie = [0u8; INDEX_ENTRY_BYTES];
-        IndexEntry { pos: Pos(pos), size: size as u32, index, term }.encode(&mut ie);
+        IndexEntry {
+            pos: Pos(pos),
+            size: size as u32,
+            index,
+            term,
+        }
+        .encode(&mut ie);
         let iaddr = index.0 * INDEX_ENTRY_BYTES as u64;
         if let Err(e) = iseg.write(iaddr - iseg.start(), &ie) {
             // Undo the header so the half-appended entry is not found at recovery.
@@ -366,16 +457,27 @@ impl Store {
             store_opt(&self.sh.begin_index, self.begin);
         }
         store_opt(&self.sh.end_index, Some(index));
-        self.sh.flush.note_written(self.write_pos, iaddr + INDEX_ENTRY_BYTES as u64);
-        Ok(Appended { index, pos: Pos(pos), end_pos: Pos(self.write_pos) })
+        self.sh
+            .flush
+            .note_written(self.write_pos, iaddr + INDEX_ENTRY_BYTES as u64);
+        Ok(Appended {
+            index,
+            pos: Pos(pos),
+            end_pos: Pos(self.write_pos),
+        })
     }
 
     fn check_range(&self, index: Index) -> Result<(), StoreError> {
-        let ok = self.begin.is_some_and(|b| b <= index) && self.end.is_some_and(|(e, _)| index <= e);
+        let ok =
+            self.begin.is_some_and(|b| b <= index) && self.end.is_some_and(|(e, _)| index <= e);
         if ok {
             Ok(())
         } else {
-            Err(StoreError::IndexOutOfRange { index, begin: self.begin, last: self.end_index() })
+            Err(StoreError::IndexOutOfRange {
+                index,
+                begin: self.begin,
+                last: self.end_index(),
+            })
         }
     }
 
@@ -387,7 +489,12 @@ impl Store {
 
     /// Entries from `from` for a batch push: at most `max_count`, and at most `max_bytes` of
     /// entry bytes (but always at least one entry if `from` exists).
-    pub fn get_range(&self, from: Index, max_count: usize, max_bytes: u64) -> Result<Vec<StoredEntry>, StoreError> {
+    pub fn get_range(
+        &self,
+        from: Index,
+        max_count: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<StoredEntry>, StoreError> {
         self.check_range(from)?;
         let mut out = Vec::new();
         let mut bytes = 0u64;
@@ -420,11 +527,20 @@ impl Store {
     /// pointers. The committed index is clamped to the new end (a cut below it is logged as
     /// an error: it means a consensus bug or lost data).
     pub fn truncate_after(&mut self, keep: Option<Index>) -> Result<(), StoreError> {
-        self.sh.check_writable().or_else(|e| if matches!(e, StoreError::DiskFull(_)) { Ok(()) } else { Err(e) })?;
+        self.sh.check_writable().or_else(|e| {
+            if matches!(e, StoreError::DiskFull(_)) {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })?;
         let new_next = keep.map_or(Index(0), Index::next);
         if let Some(b) = self.begin {
             if new_next < b {
-                return Err(StoreError::TruncateBelowBegin { keep, begin: self.begin });
+                return Err(StoreError::TruncateBelowBegin {
+                    keep,
+                    begin: self.begin,
+                });
             }
         }
         if new_next >= self.next_index {
@@ -443,7 +559,10 @@ impl Store {
         let index_cut = new_next.0 * INDEX_ENTRY_BYTES as u64;
         let zero_err = |e| StoreError::io("truncate", "data/index files", e);
         self.sh.data.zero_range(cut, old_write).map_err(zero_err)?;
-        self.sh.index.zero_range(index_cut, old_index_end).map_err(zero_err)?;
+        self.sh
+            .index
+            .zero_range(index_cut, old_index_end)
+            .map_err(zero_err)?;
         self.cur_data = None;
         self.cur_index = None;
         // Files wholly after the cut are removed (the next one is preallocated again).
@@ -464,7 +583,9 @@ impl Store {
         }
         store_opt(&self.sh.end_index, self.end_index());
         self.sh.flush.note_truncated(cut, index_cut);
-        self.sh.flush.note_dirty((cut, old_write), (index_cut, old_index_end));
+        self.sh
+            .flush
+            .note_dirty((cut, old_write), (index_cut, old_index_end));
         Ok(())
     }
 
@@ -475,12 +596,18 @@ impl Store {
         };
         let removed: Vec<Arc<Segment>> = {
             let mut segs = list.write();
-            let keep = segs.iter().position(|s| s.end() > cut).map_or(segs.len(), |i| i + 1);
+            let keep = segs
+                .iter()
+                .position(|s| s.end() > cut)
+                .map_or(segs.len(), |i| i + 1);
             let at = keep.min(segs.len());
             segs.split_off(at)
         };
         for s in removed.iter().rev() {
-            self.sh.dir.remove_segment(kind, s.start()).map_err(|e| StoreError::io("remove", s.name(), e))?;
+            self.sh
+                .dir
+                .remove_segment(kind, s.start())
+                .map_err(|e| StoreError::io("remove", s.name(), e))?;
         }
         Ok(())
     }
@@ -488,28 +615,45 @@ impl Store {
     /// Raises the committed index (capped at the end; ignored if it would not increase or is
     /// below the first index). Returns the committed index afterwards.
     pub fn advance_committed(&mut self, index: Index) -> Option<Index> {
-        let Some((end, _)) = self.end else { return self.committed };
+        let Some((end, _)) = self.end else {
+            return self.committed;
+        };
         let target = index.min(end);
         if self.begin.is_some_and(|b| target < b) || self.committed.is_some_and(|c| target <= c) {
             return self.committed;
         }
         match self.sh.index_entry(target) {
             Ok(ie) => {
-                self.sh.committed_end_pos.store(ie.pos.0 + u64::from(ie.size), Ordering::Release);
+                self.sh
+                    .committed_end_pos
+                    .store(ie.pos.0 + u64::from(ie.size), Ordering::Release);
                 self.committed = Some(target);
                 store_opt(&self.sh.committed_index, self.committed);
             }
-            Err(e) => tracing::error!(error = %e, %target, "cannot read the index entry of the new committed index"),
+            Err(e) => {
+                tracing::error!(error = %e, %target, "cannot read the index entry of the new committed index")
+            }
         }
         self.committed
     }
 
     /// Durably stores term and vote (tmp + fsync + rename + dir fsync). Call before answering
     /// a vote or acting in a new term.
-    pub fn save_hard_state(&mut self, term: Term, voted_for: Option<&str>) -> Result<(), StoreError> {
-        let hs = HardState { term, voted_for: voted_for.map(str::to_string) };
+    pub fn save_hard_state(
+        &mut self,
+        term: Term,
+        voted_for: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let hs = HardState {
+            term,
+            voted_for: voted_for.map(str::to_string),
+        };
         {
-            let _guard = self.sh.state_file_lock.lock().unwrap_or_else(|e| e.into_inner());
+            let _guard = self
+                .sh
+                .state_file_lock
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
             self.sh
                 .dir
                 .write_state(CURRTERM_FILE, hs.encode().as_bytes())

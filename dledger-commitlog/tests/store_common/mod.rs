@@ -79,7 +79,10 @@ impl Backend {
                 for sub in ["data", "index"] {
                     if let Ok(rd) = std::fs::read_dir(d.path().join(sub)) {
                         for e in rd {
-                            v.push(format!("{sub}/{}", e.unwrap().file_name().to_string_lossy()));
+                            v.push(format!(
+                                "{sub}/{}",
+                                e.unwrap().file_name().to_string_lossy()
+                            ));
                         }
                     }
                 }
@@ -96,11 +99,17 @@ impl Backend {
     }
 
     pub fn data_files(&self) -> Vec<String> {
-        self.names().into_iter().filter(|n| n.starts_with("data/")).collect()
+        self.names()
+            .into_iter()
+            .filter(|n| n.starts_with("data/"))
+            .collect()
     }
 
     pub fn index_files(&self) -> Vec<String> {
-        self.names().into_iter().filter(|n| n.starts_with("index/")).collect()
+        self.names()
+            .into_iter()
+            .filter(|n| n.starts_with("index/"))
+            .collect()
     }
 
     /// Hash of every file name and content (to prove a refused start changed nothing).
@@ -125,7 +134,12 @@ impl Backend {
 
 /// Small files so tests roll segments often: 4 KiB data files, 64 entries per index file.
 pub fn small_cfg() -> LedgerConfig {
-    LedgerConfig { data_segment_bytes: 4096, index_segment_bytes: 64 * 32, flush_interval_ms: 5, ..LedgerConfig::default() }
+    LedgerConfig {
+        data_segment_bytes: 4096,
+        index_segment_bytes: 64 * 32,
+        flush_interval_ms: 5,
+        ..LedgerConfig::default()
+    }
 }
 
 /// Deterministic body of entry `i`: 1..=300 bytes.
@@ -145,7 +159,9 @@ pub fn fill(store: &mut Store, n: u64) {
 /// Asserts entries `0..n` read back exactly.
 pub fn check_all(store: &Store, n: u64) {
     for i in 0..n {
-        let e = store.get(Index(i)).unwrap_or_else(|e| panic!("get({i}): {e}"));
+        let e = store
+            .get(Index(i))
+            .unwrap_or_else(|e| panic!("get({i}): {e}"));
         assert_eq!(e.body.as_ref(), body(i).as_slice(), "body of {i}");
         assert_eq!(e.term, Term(1 + i / 10));
     }
@@ -153,7 +169,10 @@ pub fn check_all(store: &Store, n: u64) {
 
 /// Seed from `STORE_TEST_SEED` or the given default, printed for replay.
 pub fn seed(default: u64) -> u64 {
-    let s = std::env::var("STORE_TEST_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let s = std::env::var("STORE_TEST_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default);
     println!("seed = {s} (set STORE_TEST_SEED to replay)");
     s
 }

@@ -1,0 +1,179 @@
+//! Storage benchmarks (criterion, short measurement times) plus a ratio summary measured in
+//! the same run:
+//! * async append throughput for 128 B / 1 KiB / 4 KiB bodies vs a raw buffered sequential
+//!   write of the same bytes (goal >= 0.7);
+//! * sync-mode append with group commit, 1 and 64 concurrent appenders (entries/s);
+//! * committed `get` latency;
+//! * recovery scan rate with CRC checks (goal >= 1 GB/s).
+//!
+//! Run: `cargo bench -p dledger-commitlog --bench store`
+
+use std::io::{BufWriter, Write};
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, Throughput};
+use dledger_commitlog::store::Store;
+use dledger_commitlog::{FlushMode, Index, LedgerConfig, Pos, Term};
+
+fn cfg(mode: FlushMode) -> LedgerConfig {
+    LedgerConfig {
+        data_segment_bytes: 64 << 20,
+        index_segment_bytes: 32 << 16,
+        flush_mode: mode,
+        ..LedgerConfig::default()
+    }
+}
+
+/// Appends `n` entries of `len` bytes; returns the elapsed time.
+fn store_append(n: u64, len: usize) -> Duration {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = Store::open(dir.path(), &cfg(FlushMode::Async)).expect("open");
+    let body = vec![0xA5u8; len];
+    let t = Instant::now();
+    for _ in 0..n {
+        s.append_leader(Term(1), &body).expect("append");
+    }
+    let el = t.elapsed();
+    s.abandon();
+    el
+}
+
+/// Writes the same bytes (48-byte header + body per entry) through a BufWriter to a file.
+fn raw_write(n: u64, len: usize) -> Duration {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = std::fs::File::create(dir.path().join("raw")).expect("create");
+    let mut w = BufWriter::with_capacity(1 << 20, f);
+    let rec = vec![0xA5u8; len + 48];
+    let t = Instant::now();
+    for _ in 0..n {
+        w.write_all(&rec).expect("write");
+    }
+    w.flush().expect("flush");
+    t.elapsed()
+}
+
+fn bench_append(c: &mut Criterion) {
+    let mut g = c.benchmark_group("append_async");
+    for len in [128usize, 1024, 4096] {
+        g.throughput(Throughput::Bytes((len + 48) as u64));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut s = Store::open(dir.path(), &cfg(FlushMode::Async)).expect("open");
+        let body = vec![0x5Au8; len];
+        g.bench_with_input(BenchmarkId::new("store", len), &len, |b, _| {
+            b.iter(|| s.append_leader(Term(1), &body).expect("append"))
+        });
+        s.abandon();
+        let f = std::fs::File::create(dir.path().join("raw")).expect("create");
+        let mut w = BufWriter::with_capacity(1 << 20, f);
+        let rec = vec![0x5Au8; len + 48];
+        g.bench_with_input(BenchmarkId::new("raw_bufwriter", len), &len, |b, _| {
+            b.iter(|| w.write_all(&rec).expect("write"))
+        });
+    }
+    g.finish();
+}
+
+/// Sync mode: `appenders` entries appended, then one wait covers them all (group commit).
+fn sync_round(s: &mut Store, rt: &tokio::runtime::Runtime, appenders: usize, body: &[u8]) {
+    let mut last = Pos(0);
+    for _ in 0..appenders {
+        last = s.append_leader(Term(1), body).expect("append").end_pos;
+    }
+    let r = s.reader();
+    rt.block_on(r.wait_flushed(last)).expect("durable");
+}
+
+fn bench_sync(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let mut g = c.benchmark_group("append_sync_group_commit");
+    for appenders in [1usize, 64] {
+        g.throughput(Throughput::Elements(appenders as u64));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut s = Store::open(dir.path(), &cfg(FlushMode::Sync)).expect("open");
+        let body = vec![1u8; 1024];
+        g.bench_with_input(
+            BenchmarkId::new("appenders", appenders),
+            &appenders,
+            |b, &n| b.iter(|| sync_round(&mut s, &rt, n, &body)),
+        );
+    }
+    g.finish();
+}
+
+fn bench_get(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = Store::open(dir.path(), &cfg(FlushMode::Async)).expect("open");
+    let n = 50_000u64;
+    for _ in 0..n {
+        s.append_leader(Term(1), &[3u8; 1024]).expect("append");
+    }
+    s.advance_committed(Index(n - 1));
+    let r = s.reader();
+    let mut i = 0u64;
+    c.bench_function("get_committed_1KiB", |b| {
+        b.iter(|| {
+            i = (i + 7919) % n;
+            r.get(Index(i)).expect("get")
+        })
+    });
+}
+
+/// Builds a log of about `bytes` and times a reopen (full scan with CRC checks).
+fn recovery_rate(bytes: u64) -> (u64, Duration) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c = LedgerConfig {
+        background_threads: false,
+        ..cfg(FlushMode::Async)
+    };
+    let mut s = Store::open(dir.path(), &c).expect("open");
+    let body = vec![7u8; 4096];
+    while s.end_pos().0 < bytes {
+        s.append_leader(Term(1), &body).expect("append");
+    }
+    s.close().expect("close");
+    let t = Instant::now();
+    let s = Store::open(dir.path(), &c).expect("reopen");
+    let el = t.elapsed();
+    (s.recovery_report().bytes_scanned, el)
+}
+
+fn summary() {
+    println!("\n== same-run ratios ==");
+    for len in [128usize, 1024, 4096] {
+        let n = (256u64 << 20) / (len as u64 + 48);
+        let raw = (0..3).map(|_| raw_write(n, len)).min().unwrap_or_default();
+        let st = (0..3)
+            .map(|_| store_append(n, len))
+            .min()
+            .unwrap_or_default();
+        let mb = (n * (len as u64 + 48)) as f64 / 1e6;
+        println!(
+            "append {len:>5} B: store {:>7.0} MB/s, raw BufWriter {:>7.0} MB/s, ratio {:.2}",
+            mb / st.as_secs_f64(),
+            mb / raw.as_secs_f64(),
+            raw.as_secs_f64() / st.as_secs_f64()
+        );
+    }
+    let (bytes, el) = recovery_rate(192 << 20);
+    println!(
+        "recovery scan: {} MB in {:?} = {:.2} GB/s",
+        bytes / 1_000_000,
+        el,
+        bytes as f64 / el.as_secs_f64() / 1e9
+    );
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1))
+        .sample_size(10)
+        .configure_from_args();
+    bench_append(&mut c);
+    bench_sync(&mut c);
+    bench_get(&mut c);
+    c.final_summary();
+    summary();
+}
