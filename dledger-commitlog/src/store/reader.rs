@@ -20,6 +20,11 @@ pub struct StoreReader {
     sh: Arc<Shared>,
 }
 
+const _: () = {
+    const fn shareable<T: Clone + Send + Sync>() {}
+    shareable::<StoreReader>();
+};
+
 impl StoreReader {
     pub(crate) fn new(sh: Arc<Shared>) -> StoreReader {
         StoreReader { sh }

@@ -31,6 +31,11 @@ use crate::format::index::{IndexEntry, INDEX_ENTRY_BYTES};
 use crate::format::member_state::HardState;
 use crate::types::{Index, Pos, Term};
 
+const _: () = {
+    const fn send<T: Send>() {}
+    send::<Store>();
+};
+
 /// Name of the term/vote file.
 pub const CURRTERM_FILE: &str = "currterm";
 
@@ -389,8 +394,13 @@ impl Store {
             }
         }
         let size = (HEADER_BYTES + body.len()) as u64;
-        let base = self.sh.data.bounds().map_or(self.data_base, |(s, _)| s);
-        let placement = place(base, self.sh.cfg.data_segment_bytes, self.write_pos, size);
+        // Any file start works as the base: starts only change by whole files.
+        let placement = place(
+            self.data_base,
+            self.sh.cfg.data_segment_bytes,
+            self.write_pos,
+            size,
+        );
         let pos = placement.pos;
         if let Some(w) = want_pos {
             if w.0 != pos {
@@ -557,6 +567,14 @@ impl Store {
         let old_write = self.write_pos;
         let old_index_end = self.next_index.0 * INDEX_ENTRY_BYTES as u64;
         let index_cut = new_next.0 * INDEX_ENTRY_BYTES as u64;
+        // Clamp committed first, so readers stop reading what is about to be zeroed (a cut
+        // below committed only happens after a consensus bug or lost data; R7).
+        if self.committed.is_some_and(|c| c >= new_next) {
+            tracing::error!(committed = ?self.committed, ?keep, "truncating committed entries: clamping the committed index");
+            self.committed = new_end.map(|(i, _)| i);
+            store_opt(&self.sh.committed_index, self.committed);
+            self.sh.committed_end_pos.store(cut, Ordering::Release);
+        }
         let zero_err = |e| StoreError::io("truncate", "data/index files", e);
         self.sh.data.zero_range(cut, old_write).map_err(zero_err)?;
         self.sh
@@ -568,12 +586,6 @@ impl Store {
         // Files wholly after the cut are removed (the next one is preallocated again).
         self.remove_after(Kind::Data, cut)?;
         self.remove_after(Kind::Index, index_cut)?;
-        if self.committed.is_some_and(|c| c >= new_next) {
-            tracing::error!(committed = ?self.committed, ?keep, "truncating committed entries: clamping the committed index");
-            self.committed = new_end.map(|(i, _)| i);
-            self.sh.committed_end_pos.store(cut, Ordering::Release);
-            store_opt(&self.sh.committed_index, self.committed);
-        }
         self.end = new_end;
         self.next_index = new_next;
         self.write_pos = cut;
