@@ -89,7 +89,7 @@ fn bench_table(secs: u64) -> (f64, usize) {
     while start.elapsed() < Duration::from_secs(secs) {
         for _ in 0..1000 {
             let route = table.topic_route(&format!("Topic-{}", n % TOPICS));
-            bytes = body::encode(&route).len();
+            bytes = body::to_json(&route).unwrap().len();
             n += 1;
         }
     }
@@ -169,10 +169,11 @@ async fn bench_network(secs: u64, connections: usize, body_len: usize) -> (f64, 
     .unwrap();
     let broker = RemotingClient::new(ClientConfig::default());
     for (i, addr) in MEMBERS.iter().enumerate() {
-        let body = body::encode(&RegisterBrokerBody {
+        let body = body::to_json(&RegisterBrokerBody {
             filter_server_list: vec![],
             topic_config_serialize_wrapper: topics(),
-        });
+        })
+        .unwrap();
         let req = RemotingCommand::request(
             RequestCode::REGISTER_BROKER,
             &RegisterBrokerRequestHeader {

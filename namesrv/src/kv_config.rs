@@ -39,7 +39,7 @@ impl KvConfig {
         if let Some(p) = &path {
             match fs::read(p) {
                 Ok(bytes) => {
-                    let file: KvConfigFile = crate::body::decode(&bytes).map_err(|e| {
+                    let file: KvConfigFile = crate::body::from_json(&bytes).map_err(|e| {
                         NamesrvError::KvConfig(format!("cannot parse {}: {e}", p.display()))
                     })?;
                     table = file.config_table;
@@ -98,7 +98,9 @@ impl KvConfig {
         let file = KvConfigFile {
             config_table: self.table.clone(),
         };
-        write_atomically(path, &crate::body::encode(&file))
+        let bytes = crate::body::to_json(&file)
+            .map_err(|e| NamesrvError::KvConfig(format!("cannot encode: {e}")))?;
+        write_atomically(path, &bytes)
             .map_err(|e| NamesrvError::KvConfig(format!("cannot write {}: {e}", path.display())))
     }
 }

@@ -4,7 +4,7 @@
 //! Layers, bottom up:
 //!
 //! ```text
-//! lenient_json, body      JSON bodies: fastjson-tolerant readers, compact sorted writers
+//! body                    JSON bodies (re-exported from remoting::body)
 //! route                   RouteTable: pure, synchronous, clock passed in (now_ms)
 //! kv_config, config       KV namespaces (optionally persisted), settings
 //! headers, processor      request code -> table operation -> RemotingCommand response
@@ -27,7 +27,6 @@ pub mod config;
 pub mod error;
 pub mod headers;
 pub mod kv_config;
-pub mod lenient_json;
 pub mod processor;
 pub mod route;
 pub mod server;

@@ -92,7 +92,7 @@ impl NameServerState {
             RequestCode::REGISTER_BROKER => self.register_broker(conn, request),
             RequestCode::UNREGISTER_BROKER => self.unregister_broker(request),
             RequestCode::GET_ROUTEINFO_BY_TOPIC => self.route_by_topic(request),
-            RequestCode::GET_BROKER_CLUSTER_INFO => Ok(json_ok(&self.table().cluster_info())),
+            RequestCode::GET_BROKER_CLUSTER_INFO => json_ok(&self.table().cluster_info()),
             RequestCode::QUERY_DATA_VERSION => self.query_data_version(request),
             RequestCode::PUT_KV_CONFIG => self.put_kv_config(request),
             RequestCode::GET_KV_CONFIG => self.get_kv_config(request),
@@ -100,9 +100,7 @@ impl NameServerState {
             RequestCode::GET_KVLIST_BY_NAMESPACE => self.kv_list(request),
             RequestCode::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => self.all_topics(),
             RequestCode::GET_TOPICS_BY_CLUSTER => self.topics_by_cluster(request),
-            RequestCode::GET_SYSTEM_TOPIC_LIST_FROM_NS => {
-                Ok(json_ok(&self.table().system_topics()))
-            }
+            RequestCode::GET_SYSTEM_TOPIC_LIST_FROM_NS => json_ok(&self.table().system_topics()),
             RequestCode::GET_UNIT_TOPIC_LIST => self.unit_topics(UnitTopicFilter::Unit),
             RequestCode::GET_HAS_UNIT_SUB_TOPIC_LIST => {
                 self.unit_topics(UnitTopicFilter::HasUnitSub)
@@ -143,7 +141,7 @@ impl NameServerState {
         let body: RegisterBrokerBody = if body_bytes.is_empty() {
             RegisterBrokerBody::default()
         } else {
-            body::decode(body_bytes).map_err(|e| {
+            body::from_json(body_bytes).map_err(|e| {
                 warn!(broker = %header.broker_addr, error = %e, "malformed register body");
                 error(
                     ResponseCode::SYSTEM_ERROR,
@@ -178,7 +176,7 @@ impl NameServerState {
             master_addr: outcome.master_addr,
         });
         if let Some(order) = self.kv().namespace(NAMESPACE_ORDER_TOPIC_CONFIG) {
-            response = response.with_body(body::encode(&order));
+            response = response.with_body(encode(&order)?);
         }
         Ok(response)
     }
@@ -213,12 +211,12 @@ impl NameServerState {
                 .map(str::to_owned);
         }
         // Always standard JSON with quoted keys (quirk Q7), whatever the client version.
-        Ok(json_ok(&route))
+        json_ok(&route)
     }
 
     fn query_data_version(&self, request: &RemotingCommand) -> Handled {
         let header: QueryDataVersionRequestHeader = decode_header(request)?;
-        let version: DataVersion = body::decode(request.body()).map_err(|e| {
+        let version: DataVersion = body::from_json(request.body()).map_err(|e| {
             error(
                 ResponseCode::SYSTEM_ERROR,
                 format!("malformed DataVersion body: {e}"),
@@ -236,7 +234,7 @@ impl NameServerState {
                 changed: Some(changed),
             });
         if let Some(held) = held {
-            response = response.with_body(body::encode(&held));
+            response = response.with_body(encode(&held)?);
         }
         Ok(response)
     }
@@ -275,7 +273,7 @@ impl NameServerState {
     fn kv_list(&self, request: &RemotingCommand) -> Handled {
         let h: GetKvListByNamespaceRequestHeader = decode_header(request)?;
         match self.kv().namespace(&h.namespace) {
-            Some(table) => Ok(json_ok(&table)),
+            Some(table) => json_ok(&table),
             None => Err(error(
                 ResponseCode::QUERY_NOT_FOUND,
                 format!("No config item, Namespace: {}", h.namespace),
@@ -287,7 +285,7 @@ impl NameServerState {
         if !self.switches().enable_all_topic_list {
             return Err(error(ResponseCode::SYSTEM_ERROR, "disable"));
         }
-        Ok(json_ok(&self.table().all_topics()))
+        json_ok(&self.table().all_topics())
     }
 
     fn topics_by_cluster(&self, request: &RemotingCommand) -> Handled {
@@ -295,14 +293,14 @@ impl NameServerState {
             return Err(error(ResponseCode::SYSTEM_ERROR, "disable"));
         }
         let h: GetTopicsByClusterRequestHeader = decode_header(request)?;
-        Ok(json_ok(&self.table().topics_by_cluster(&h.cluster)))
+        json_ok(&self.table().topics_by_cluster(&h.cluster))
     }
 
     fn unit_topics(&self, filter: UnitTopicFilter) -> Handled {
         if !self.switches().enable_topic_list {
             return Err(error(ResponseCode::SYSTEM_ERROR, "disable"));
         }
-        Ok(json_ok(&self.table().unit_topics(filter)))
+        json_ok(&self.table().unit_topics(filter))
     }
 
     fn delete_topic(&self, request: &RemotingCommand) -> Handled {
@@ -317,7 +315,7 @@ impl NameServerState {
         if request.body().is_empty() {
             return Ok(RemotingCommand::success());
         }
-        let route: TopicRouteData = body::decode(request.body()).map_err(|e| {
+        let route: TopicRouteData = body::from_json(request.body()).map_err(|e| {
             error(
                 ResponseCode::SYSTEM_ERROR,
                 format!("malformed TopicRouteData body: {e}"),
@@ -378,8 +376,13 @@ fn error(code: ResponseCode, remark: impl Into<String>) -> RemotingCommand {
     RemotingCommand::response(code, remark)
 }
 
-fn json_ok<T: serde::Serialize>(value: &T) -> RemotingCommand {
-    RemotingCommand::success().with_body(body::encode(value))
+/// JSON bytes of a body; an encoding failure becomes a SYSTEM_ERROR response.
+fn encode<T: serde::Serialize>(value: &T) -> Result<bytes::Bytes, RemotingCommand> {
+    body::to_json(value).map_err(|e| error(ResponseCode::SYSTEM_ERROR, e.to_string()))
+}
+
+fn json_ok<T: serde::Serialize>(value: &T) -> Handled {
+    Ok(RemotingCommand::success().with_body(encode(value)?))
 }
 
 /// The remoting-facing processor: every name-server code goes through [`NameServerState`].

@@ -24,7 +24,7 @@ async fn cluster_info(client: &RemotingClient, at: std::net::SocketAddr) -> Clus
         .await
         .unwrap();
     assert_eq!(resp.response_code(), ResponseCode::SUCCESS);
-    namesrv::body::decode(resp.body()).unwrap()
+    namesrv::body::from_json(resp.body()).unwrap()
 }
 
 #[tokio::test]
@@ -103,10 +103,11 @@ async fn malformed_registrations_get_errors_and_change_nothing() {
     let before = cluster_info(&b.client, at).await;
     let route_before = route(&b.client, at, "T").await.unwrap();
 
-    let good_body = namesrv::body::encode(&namesrv::body::RegisterBrokerBody {
+    let good_body = namesrv::body::to_json(&namesrv::body::RegisterBrokerBody {
         filter_server_list: vec![],
         topic_config_serialize_wrapper: topic_wrapper(&[("T", 8), ("New", 1)], 9),
-    });
+    })
+    .unwrap();
     let cases: Vec<(&str, RemotingCommand, &str)> = vec![
         (
             "not JSON",

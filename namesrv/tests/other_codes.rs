@@ -50,7 +50,11 @@ impl Ctx {
     async fn topic_list(&self, code: RequestCode) -> Vec<String> {
         let resp = self.call(code, &()).await;
         assert_eq!(resp.response_code(), ResponseCode::SUCCESS, "{code}");
-        body::decode::<TopicList>(resp.body()).unwrap().topic_list
+        body::from_json::<TopicList>(resp.body())
+            .unwrap()
+            .topic_list
+            .into_iter()
+            .collect()
     }
 }
 
@@ -121,15 +125,22 @@ async fn admin_and_kv_codes() {
         .await;
     ok(&resp);
     assert_eq!(
-        body::decode::<TopicList>(resp.body()).unwrap().topic_list,
+        body::from_json::<TopicList>(resp.body())
+            .unwrap()
+            .topic_list
+            .into_iter()
+            .collect::<Vec<_>>(),
         ["T", "TBW102"]
     );
     let resp = c
         .call(RequestCode::GET_SYSTEM_TOPIC_LIST_FROM_NS, &())
         .await;
     ok(&resp);
-    let sys: TopicList = body::decode(resp.body()).unwrap();
-    assert_eq!(sys.topic_list, [CLUSTER, GROUP]);
+    let sys: TopicList = body::from_json(resp.body()).unwrap();
+    assert_eq!(
+        sys.topic_list.into_iter().collect::<Vec<_>>(),
+        [CLUSTER, GROUP]
+    );
     assert_eq!(sys.broker_addr.as_deref(), Some(N0));
     assert!(c
         .topic_list(RequestCode::GET_UNIT_TOPIC_LIST)
@@ -173,7 +184,7 @@ async fn admin_and_kv_codes() {
             topic: "Direct".into(),
         },
     )
-    .with_body(body::encode(&new_route));
+    .with_body(body::to_json(&new_route).unwrap());
     ok(&c.client.invoke(c.at, req, TIMEOUT).await.unwrap());
     assert_eq!(
         route(&c.client, c.at, "Direct").await.unwrap().queue_datas[0].read_queue_nums,
@@ -225,7 +236,7 @@ async fn admin_and_kv_codes() {
     let resp = c.call(RequestCode::GET_KVLIST_BY_NAMESPACE, &list).await;
     ok(&resp);
     assert_eq!(
-        body::decode::<KvTable>(resp.body()).unwrap().table["k"],
+        body::from_json::<KvTable>(resp.body()).unwrap().table["k"],
         "v"
     );
     ok(&c.call(RequestCode::DELETE_KV_CONFIG, &get).await);
@@ -250,7 +261,7 @@ async fn admin_and_kv_codes() {
         .unwrap();
     ok(&resp);
     assert_eq!(
-        body::decode::<KvTable>(resp.body()).unwrap().table["T"],
+        body::from_json::<KvTable>(resp.body()).unwrap().table["T"],
         format!("{GROUP}:4")
     );
     assert_eq!(
@@ -292,7 +303,7 @@ async fn admin_and_kv_codes() {
         .invoke(
             c.at,
             RemotingCommand::request(RequestCode::QUERY_DATA_VERSION, &dv_header)
-                .with_body(body::encode(&same)),
+                .with_body(body::to_json(&same).unwrap()),
             TIMEOUT,
         )
         .await
@@ -300,14 +311,14 @@ async fn admin_and_kv_codes() {
     ok(&resp);
     let changed: QueryDataVersionResponseHeader = resp.decode_header().unwrap();
     assert_eq!(changed.changed, Some(false));
-    assert_eq!(body::decode::<DataVersion>(resp.body()).unwrap(), same);
+    assert_eq!(body::from_json::<DataVersion>(resp.body()).unwrap(), same);
     let newer = topic_wrapper(&[], 2).data_version;
     let resp = c
         .client
         .invoke(
             c.at,
             RemotingCommand::request(RequestCode::QUERY_DATA_VERSION, &dv_header)
-                .with_body(body::encode(&newer)),
+                .with_body(body::to_json(&newer).unwrap()),
             TIMEOUT,
         )
         .await

@@ -24,7 +24,6 @@ use crate::body::{BrokerData, DataVersion, QueueData, TopicConfigSerializeWrappe
 pub use admin::{UnknownBroker, WritePermChange};
 pub use liveness::ExpiredBroker;
 pub use query::UnitTopicFilter;
-pub use register::MASTER_ID;
 
 /// Id the server gives to one TCP connection, so a closed connection can be mapped back to
 /// the brokers that registered through it.

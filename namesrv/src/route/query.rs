@@ -1,6 +1,6 @@
 //! Read-only views of the route table: topic routes, cluster info and topic lists.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::RouteTable;
 use crate::body::{
@@ -55,40 +55,36 @@ impl RouteTable {
         }
     }
 
-    /// Names of every routed topic, sorted.
+    /// Names of every routed topic.
     pub fn all_topics(&self) -> TopicList {
-        let mut topics: Vec<String> = self.topic_queues.keys().cloned().collect();
-        topics.sort_unstable();
         TopicList {
             broker_addr: None,
-            topic_list: topics,
+            topic_list: self.topic_queues.keys().cloned().collect(),
         }
     }
 
-    /// Topics served by at least one broker group of `cluster`, sorted.
+    /// Topics served by at least one broker group of `cluster`.
     pub fn topics_by_cluster(&self, cluster: &str) -> TopicList {
         let Some(names) = self.clusters.get(cluster) else {
             return TopicList::default();
         };
-        let mut topics: Vec<String> = self
-            .topic_queues
-            .iter()
-            .filter(|(_, queues)| queues.keys().any(|name| names.contains(name)))
-            .map(|(topic, _)| topic.clone())
-            .collect();
-        topics.sort_unstable();
         TopicList {
             broker_addr: None,
-            topic_list: topics,
+            topic_list: self
+                .topic_queues
+                .iter()
+                .filter(|(_, queues)| queues.keys().any(|name| names.contains(name)))
+                .map(|(topic, _)| topic.clone())
+                .collect(),
         }
     }
 
     /// GET_SYSTEM_TOPIC_LIST_FROM_NS: every cluster name and broker name (each is a system
     /// topic in RocketMQ), plus the address of one registered broker.
     pub fn system_topics(&self) -> TopicList {
-        let mut topics = Vec::new();
+        let mut topics = BTreeSet::new();
         for (cluster, names) in &self.clusters {
-            topics.push(cluster.clone());
+            topics.insert(cluster.clone());
             topics.extend(names.iter().cloned());
         }
         let broker_addr = self
@@ -103,7 +99,7 @@ impl RouteTable {
 
     /// Topics selected by their `topicSysFlag` unit bits (first queue entry decides, as Java).
     pub fn unit_topics(&self, filter: UnitTopicFilter) -> TopicList {
-        let mut topics: Vec<String> = self
+        let topics = self
             .topic_queues
             .iter()
             .filter(|(_, queues)| {
@@ -118,7 +114,6 @@ impl RouteTable {
             })
             .map(|(topic, _)| topic.clone())
             .collect();
-        topics.sort_unstable();
         TopicList {
             broker_addr: None,
             topic_list: topics,

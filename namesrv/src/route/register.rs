@@ -13,10 +13,7 @@ use super::{
     BrokerAddrKey, BrokerLiveInfo, BrokerRegistration, BrokerUnregistration, RegisterOutcome,
     RouteTable,
 };
-use crate::body::{BrokerData, DataVersion, QueueData, TopicConfig, PERM_WRITE};
-
-/// Broker id of a group's master.
-pub const MASTER_ID: i64 = 0;
+use crate::body::{BrokerData, DataVersion, QueueData, TopicConfig, MASTER_ID, PERM_WRITE};
 
 impl RouteTable {
     /// Applies one broker registration at time `now_ms` and tells a slave where its master is.

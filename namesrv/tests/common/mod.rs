@@ -55,7 +55,7 @@ pub fn topic_wrapper(topics: &[(&str, i32)], counter: i64) -> TopicConfigSeriali
                 )
             })
             .collect(),
-        topic_queue_mapping_info_map: None,
+        ..TopicConfigSerializeWrapper::default()
     }
 }
 
@@ -66,10 +66,11 @@ pub fn register_request(
     id: i64,
     topics: TopicConfigSerializeWrapper,
 ) -> RemotingCommand {
-    let body = body::encode(&RegisterBrokerBody {
+    let body = body::to_json(&RegisterBrokerBody {
         filter_server_list: vec![],
         topic_config_serialize_wrapper: topics,
-    });
+    })
+    .unwrap();
     register_request_raw(name, addr, id, body.clone(), Some(masked_crc32(&body)))
 }
 
@@ -78,7 +79,7 @@ pub fn register_request_raw(
     name: &str,
     addr: &str,
     id: i64,
-    body: Vec<u8>,
+    body: impl Into<bytes::Bytes>,
     crc: Option<i32>,
 ) -> RemotingCommand {
     RemotingCommand::request(
@@ -160,7 +161,7 @@ pub async fn route(
     if resp.response_code() != ResponseCode::SUCCESS {
         return Err(resp.response_code());
     }
-    Ok(body::decode(resp.body()).unwrap())
+    Ok(body::from_json(resp.body()).unwrap())
 }
 
 /// The id -> address map of `GROUP` in a topic route (empty when the route is missing).
