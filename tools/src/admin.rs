@@ -14,8 +14,8 @@ use remoting::headers::{
 use remoting::{RemotingCommand, RequestCode, ResponseCode};
 
 use crate::body::{
-    parse_body, parse_properties_text, ClusterInfo, ConsumerOffsetWrapper, KvTable,
-    TopicList, TopicRouteData,
+    parse_body, parse_properties_text, ClusterInfo, ConsumerOffsetWrapper, KvTable, TopicList,
+    TopicRouteData,
 };
 use crate::client::{expect_success, parse_addr, MqClient, AUTO_CREATE_TOPIC};
 use crate::dledger::{
@@ -184,7 +184,11 @@ impl Admin {
     }
 
     /// UPDATE_AND_CREATE_TOPIC on one broker.
-    pub async fn create_topic(&self, addr: SocketAddr, spec: &TopicSpec) -> Result<(), ClientError> {
+    pub async fn create_topic(
+        &self,
+        addr: SocketAddr,
+        spec: &TopicSpec,
+    ) -> Result<(), ClientError> {
         let request = RemotingCommand::request(
             RequestCode::UPDATE_AND_CREATE_TOPIC,
             &CreateTopicRequestHeader {

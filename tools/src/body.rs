@@ -243,7 +243,10 @@ mod tests {
     fn route_parses_spec_example() {
         let body = br#"{"brokerDatas":[{"brokerAddrs":{"0":"10.0.0.1:30911","2":"10.0.0.2:30921"},"brokerName":"RaftNode00","cluster":"RaftCluster","enableActingMaster":false}],"filterServerTable":{},"queueDatas":[{"brokerName":"RaftNode00","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}]}"#;
         let r: TopicRouteData = parse_body("route", body).unwrap();
-        assert_eq!(r.broker("RaftNode00").unwrap().master_addr(), Some("10.0.0.1:30911"));
+        assert_eq!(
+            r.broker("RaftNode00").unwrap().master_addr(),
+            Some("10.0.0.1:30911")
+        );
         assert_eq!(r.queue_datas[0].write_queue_nums, 4);
     }
 

@@ -49,7 +49,11 @@ impl ClientOptions {
 /// Parses `host:port;host:port` (RocketMQ's `namesrvAddr` form).
 pub fn parse_addr_list(list: &str) -> Result<Vec<SocketAddr>, ClientError> {
     let mut out = Vec::new();
-    for part in list.split([';', ',']).map(str::trim).filter(|p| !p.is_empty()) {
+    for part in list
+        .split([';', ','])
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
         out.push(parse_addr(part)?);
     }
     if out.is_empty() {
@@ -245,7 +249,11 @@ impl MqClient {
     /// The route of `topic`: cached while fresh, else fetched. An unknown topic falls back
     /// to the TBW102 template (the broker auto-creates it on the first send) when
     /// `allow_template` is set.
-    pub async fn route(&self, topic: &str, allow_template: bool) -> Result<RouteLookup, ClientError> {
+    pub async fn route(
+        &self,
+        topic: &str,
+        allow_template: bool,
+    ) -> Result<RouteLookup, ClientError> {
         if let Some(r) = self.cached(topic) {
             return Ok(r);
         }

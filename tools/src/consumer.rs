@@ -201,7 +201,12 @@ impl PullConsumer {
         let mut last = None;
         let n = if master_only { 1 } else { addrs.len() };
         for addr in addrs.into_iter().take(n) {
-            match self.inner.client.invoke(addr, request.clone(), timeout).await {
+            match self
+                .inner
+                .client
+                .invoke(addr, request.clone(), timeout)
+                .await
+            {
                 Ok(r) => return Ok((addr, r)),
                 Err(e) => {
                     self.inner.client.invalidate_route(&mq.topic);
@@ -265,9 +270,9 @@ impl PullConsumer {
                 })
             }
         };
-        let h: PullMessageResponseHeader = response.decode_header().map_err(|e| {
-            ClientError::Remoting(remoting::RemotingError::Header(e))
-        })?;
+        let h: PullMessageResponseHeader = response
+            .decode_header()
+            .map_err(|e| ClientError::Remoting(remoting::RemotingError::Header(e)))?;
         self.inner
             .suggested
             .lock()
@@ -423,8 +428,8 @@ impl PullConsumer {
         for b in &lookup.route.broker_datas {
             for a in b.broker_addrs.values() {
                 let addr = parse_addr(a)?;
-                let request = RemotingCommand::request_empty(RequestCode::HEART_BEAT)
-                    .with_body(body.clone());
+                let request =
+                    RemotingCommand::request_empty(RequestCode::HEART_BEAT).with_body(body.clone());
                 if let Err(e) = self.inner.client.invoke_ok(addr, request).await {
                     last = Err(e);
                 }

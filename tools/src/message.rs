@@ -127,7 +127,10 @@ mod tests {
             .with_tags("TagA")
             .with_keys(["k1", "k2"]);
         let text = encode_properties(&m.properties);
-        assert_eq!(text, "KEYS\u{1}k1 k2\u{2}TAGS\u{1}TagA\u{2}WAIT\u{1}true\u{2}");
+        assert_eq!(
+            text,
+            "KEYS\u{1}k1 k2\u{2}TAGS\u{1}TagA\u{2}WAIT\u{1}true\u{2}"
+        );
         assert_eq!(decode_properties(&text), m.properties);
         // Last segment without terminator, short segments, empty values, duplicates.
         let d = decode_properties("a\u{1}\u{2}x\u{2}K\u{1}1\u{2}K\u{1}2\u{2}Z\u{1}z");

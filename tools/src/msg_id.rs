@@ -113,7 +113,12 @@ mod tests {
         let id6 = offset_msg_id(v6, 1 << 40);
         assert_eq!(id6.len(), 56);
         assert_eq!(decode_offset_msg_id(&id6).unwrap(), (v6, 1 << 40));
-        for bad in ["", "XYZ", "C0A80014000078BF000000000000003", "é0A80014000078BF000000000000003"] {
+        for bad in [
+            "",
+            "XYZ",
+            "C0A80014000078BF000000000000003",
+            "é0A80014000078BF000000000000003",
+        ] {
             assert!(decode_offset_msg_id(bad).is_err(), "{bad}");
         }
     }
@@ -126,7 +131,9 @@ mod tests {
         for id in &ids {
             assert_eq!(id.len(), 32);
             assert!(id.starts_with("7F000001"));
-            assert!(id.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_lowercase()));
+            assert!(id
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_lowercase()));
         }
     }
 }

@@ -203,10 +203,7 @@ impl Producer {
         if msgs.iter().any(|m| m.topic != topic) {
             return Err(invalid("a batch must have one topic"));
         }
-        let ids: Vec<String> = msgs
-            .iter_mut()
-            .map(|m| self.assign_uniq_key(m))
-            .collect();
+        let ids: Vec<String> = msgs.iter_mut().map(|m| self.assign_uniq_key(m)).collect();
         self.send_payload(Payload::Batch(&msgs), ids.join(","), false)
             .await
     }
@@ -241,13 +238,7 @@ impl Producer {
                 m.body.clone(),
                 false,
             ),
-            Payload::Batch(ms) => (
-                ms[0].topic.as_str(),
-                0,
-                None,
-                encode_batch(ms),
-                true,
-            ),
+            Payload::Batch(ms) => (ms[0].topic.as_str(), 0, None, encode_batch(ms), true),
         };
         let opts = &self.inner.options;
         let client = &self.inner.client;
@@ -258,14 +249,25 @@ impl Producer {
         while attempts <= opts.retry_times {
             attempts += 1;
             let verdict = match self
-                .attempt(topic, flag, &properties, &body, batch, oneway, avoid.as_deref())
+                .attempt(
+                    topic,
+                    flag,
+                    &properties,
+                    &body,
+                    batch,
+                    oneway,
+                    avoid.as_deref(),
+                )
                 .await
             {
                 Ok((status, header, queue, addr)) => {
                     return Ok(SendResult {
                         status,
                         msg_id,
-                        offset_msg_id: header.as_ref().map(|h| h.msg_id.clone()).unwrap_or_default(),
+                        offset_msg_id: header
+                            .as_ref()
+                            .map(|h| h.msg_id.clone())
+                            .unwrap_or_default(),
                         queue_offset: header.as_ref().map_or(-1, |h| h.queue_offset),
                         queue,
                         broker_addr: addr,
@@ -319,13 +321,20 @@ impl Producer {
         oneway: bool,
         avoid: Option<&str>,
     ) -> Result<
-        (SendStatus, Option<SendMessageResponseHeader>, MessageQueue, SocketAddr),
+        (
+            SendStatus,
+            Option<SendMessageResponseHeader>,
+            MessageQueue,
+            SocketAddr,
+        ),
         (ClientError, Option<String>),
     > {
         let client = &self.inner.client;
         let opts = &self.inner.options;
         let lookup = client.route(topic, true).await.map_err(|e| (e, None))?;
-        let cap = lookup.from_template.then_some(opts.default_topic_queue_nums);
+        let cap = lookup
+            .from_template
+            .then_some(opts.default_topic_queue_nums);
         let queues = publish_queues(topic, &lookup.route, cap);
         let queue = self.pick_queue(&queues, avoid).ok_or_else(|| {
             (
@@ -369,10 +378,7 @@ impl Producer {
         };
         let request = RemotingCommand::request(code, &header).with_body(body.clone());
         if oneway {
-            client
-                .invoke_oneway(addr, request)
-                .await
-                .map_err(fail)?;
+            client.invoke_oneway(addr, request).await.map_err(fail)?;
             return Ok((SendStatus::SendOk, None, queue, addr));
         }
         let response = client
@@ -417,7 +423,10 @@ mod tests {
 
     #[test]
     fn definite_codes_match_reliability_rules() {
-        assert_eq!(classify_code(ResponseCode::SYSTEM_BUSY), Verdict::RetryDefinite);
+        assert_eq!(
+            classify_code(ResponseCode::SYSTEM_BUSY),
+            Verdict::RetryDefinite
+        );
         assert_eq!(
             classify_code(ResponseCode::SERVICE_NOT_AVAILABLE),
             Verdict::RetryDefinite

@@ -308,7 +308,15 @@ pub fn encode_stored(f: &StoredFields<'_>, out: &mut BytesMut) {
         sys_flag |= SYSFLAG_STOREHOST_V6;
     }
     let host_len = |a: SocketAddr| if a.is_ipv6() { 20 } else { 8 };
-    let total = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8
+    let total = 4
+        + 4
+        + 4
+        + 4
+        + 4
+        + 8
+        + 8
+        + 4
+        + 8
         + host_len(f.born_host)
         + 8
         + host_len(f.store_host)

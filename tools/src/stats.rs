@@ -180,7 +180,20 @@ mod tests {
     #[test]
     fn buckets_are_monotonic_and_tight() {
         let mut prev = 0;
-        for us in [0u64, 1, 31, 32, 33, 63, 64, 100, 1000, 12_345, 1 << 30, u64::MAX >> 20] {
+        for us in [
+            0u64,
+            1,
+            31,
+            32,
+            33,
+            63,
+            64,
+            100,
+            1000,
+            12_345,
+            1 << 30,
+            u64::MAX >> 20,
+        ] {
             let b = bucket_of(us);
             assert!(b >= prev, "{us}");
             prev = b;
