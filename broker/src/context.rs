@@ -1,0 +1,167 @@
+//! `BrokerContext`: everything a request processor needs, shared behind one `Arc`: the
+//! config, the store, the metadata tables, the client tables, the role the controller last
+//! applied, and the hooks processors use to ask for an immediate re-registration.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::clients::{ClientRegistry, QueueLocks};
+use crate::config::BrokerConfig;
+use crate::message::UniqKeyGenerator;
+use crate::store::message_store::MessageStore;
+use crate::store::{ConsumerOffsetTable, DelayOffsetTable, SubscriptionGroupTable, TopicTable};
+
+/// The role as processors see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServingRole {
+    /// Before the first ledger role: sends are passed to the ledger, which refuses them.
+    Unassigned,
+    /// Follower/candidate or catching up: sends refused with SERVICE_NOT_AVAILABLE.
+    Slave,
+    /// brokerId 0: sends accepted.
+    Master,
+}
+
+/// The applied role, readable without locks.
+#[derive(Debug)]
+pub struct RoleView {
+    role: AtomicU8,
+    broker_id: AtomicI64,
+    master_addr: Mutex<Option<String>>,
+}
+
+impl Default for RoleView {
+    fn default() -> Self {
+        RoleView {
+            role: AtomicU8::new(0),
+            broker_id: AtomicI64::new(-1),
+            master_addr: Mutex::new(None),
+        }
+    }
+}
+
+impl RoleView {
+    /// Current role.
+    pub fn role(&self) -> ServingRole {
+        match self.role.load(Ordering::Acquire) {
+            2 => ServingRole::Master,
+            1 => ServingRole::Slave,
+            _ => ServingRole::Unassigned,
+        }
+    }
+
+    /// brokerId to register with.
+    pub fn broker_id(&self) -> i64 {
+        self.broker_id.load(Ordering::Acquire)
+    }
+
+    /// Applies a role (controller only).
+    pub fn set(&self, role: ServingRole, broker_id: i64) {
+        self.broker_id.store(broker_id, Ordering::Release);
+        let v = match role {
+            ServingRole::Unassigned => 0,
+            ServingRole::Slave => 1,
+            ServingRole::Master => 2,
+        };
+        self.role.store(v, Ordering::Release);
+    }
+
+    /// Master address learned from the last two-way registration (slave sync uses it).
+    pub fn master_addr(&self) -> Option<String> {
+        self.master_addr
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Stores the master address from a REGISTER_BROKER response.
+    pub fn set_master_addr(&self, addr: Option<String>) {
+        *self
+            .master_addr
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = addr;
+    }
+}
+
+/// Shared state of one broker process.
+pub struct BrokerContext {
+    pub config: BrokerConfig,
+    pub store: Arc<MessageStore>,
+    pub topics: Arc<TopicTable>,
+    pub offsets: Arc<ConsumerOffsetTable>,
+    pub subscriptions: Arc<SubscriptionGroupTable>,
+    pub delay_offsets: Arc<DelayOffsetTable>,
+    pub clients: ClientRegistry,
+    pub queue_locks: QueueLocks,
+    pub role: RoleView,
+    pub uniq_keys: UniqKeyGenerator,
+    /// `brokerIP1:listenPort`.
+    pub store_host: SocketAddr,
+    /// Wakes the registration task for an immediate (re-)registration.
+    pub register_now: Notify,
+    /// Cancelled at shutdown: long polls answer at once.
+    pub shutdown: CancellationToken,
+}
+
+impl BrokerContext {
+    /// Opens the metadata tables under `storePathRootDir` around an opened store.
+    pub fn open(
+        config: BrokerConfig,
+        store: Arc<MessageStore>,
+    ) -> Result<Arc<BrokerContext>, crate::store::StoreError> {
+        let root = config.store_path_root_dir.clone();
+        let topics = Arc::new(TopicTable::open(&root, &config.topic_defaults())?);
+        let offsets = Arc::new(ConsumerOffsetTable::open(&root)?);
+        let subscriptions = Arc::new(SubscriptionGroupTable::open(
+            &root,
+            config.auto_create_subscription_group,
+        )?);
+        let delay_offsets = Arc::new(DelayOffsetTable::open(&root)?);
+        let store_host = store.store_host;
+        let uniq_keys = UniqKeyGenerator::new(store_host.ip(), std::process::id(), {
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            t as i32
+        });
+        Ok(Arc::new(BrokerContext {
+            config,
+            store,
+            topics,
+            offsets,
+            subscriptions,
+            delay_offsets,
+            clients: ClientRegistry::new(),
+            queue_locks: QueueLocks::default(),
+            role: RoleView::default(),
+            uniq_keys,
+            store_host,
+            register_now: Notify::new(),
+            shutdown: CancellationToken::new(),
+        }))
+    }
+
+    /// Persists the metadata tables (periodic and at shutdown).
+    pub fn persist(&self) {
+        if let Err(e) = self.offsets.persist() {
+            tracing::warn!(error = %e, "persisting consumer offsets failed");
+        }
+        if let Err(e) = self.delay_offsets.persist() {
+            tracing::warn!(error = %e, "persisting delay offsets failed");
+        }
+        if let Err(e) = self.store.flush() {
+            tracing::warn!(error = %e, "flushing consume queues failed");
+        }
+    }
+}
+
+/// Wall clock in ms.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

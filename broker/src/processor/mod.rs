@@ -1,0 +1,92 @@
+//! Request processors: one async function per request code, registered by [`registry`].
+//! Each returns `Result<RemotingCommand, BrokerError>`; errors become responses through the
+//! single mapping in [`crate::error::to_response`]. Unregistered codes (END_TRANSACTION 37
+//! included, see [`transaction`]) get REQUEST_CODE_NOT_SUPPORTED from the registry.
+
+pub mod admin;
+pub mod client;
+pub mod offset;
+pub mod pull;
+pub mod query;
+pub mod send;
+pub mod transaction;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use remoting::{processor_fn, ConnectionHandle, ProcessorRegistry, RemotingCommand, RequestCode};
+
+use crate::context::BrokerContext;
+use crate::error::{error_response, BrokerError};
+
+fn register<F, Fut>(r: &mut ProcessorRegistry, code: RequestCode, ctx: &Arc<BrokerContext>, f: F)
+where
+    F: Fn(Arc<BrokerContext>, ConnectionHandle, RemotingCommand) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<RemotingCommand, BrokerError>> + Send + 'static,
+{
+    let ctx = Arc::clone(ctx);
+    r.register(
+        code,
+        processor_fn(move |conn, req| {
+            let code = req.code();
+            let fut = f(Arc::clone(&ctx), conn, req);
+            async move {
+                Some(match fut.await {
+                    Ok(resp) => resp,
+                    Err(e) => {
+                        tracing::debug!(code, error = %e, "request failed");
+                        error_response(&e)
+                    }
+                })
+            }
+        }),
+    );
+}
+
+/// Every request code the broker serves.
+pub fn registry(ctx: &Arc<BrokerContext>) -> ProcessorRegistry {
+    let mut r = ProcessorRegistry::new();
+    register(&mut r, RequestCode::SEND_MESSAGE, ctx, send::send);
+    register(&mut r, RequestCode::SEND_MESSAGE_V2, ctx, send::send);
+    register(&mut r, RequestCode::SEND_BATCH_MESSAGE, ctx, send::send);
+    register(&mut r, RequestCode::CONSUMER_SEND_MSG_BACK, ctx, send::consumer_send_back);
+    register(&mut r, RequestCode::PULL_MESSAGE, ctx, pull::pull);
+    register(&mut r, RequestCode::LITE_PULL_MESSAGE, ctx, pull::pull);
+    register(&mut r, RequestCode::QUERY_CONSUMER_OFFSET, ctx, offset::query_consumer_offset);
+    register(&mut r, RequestCode::UPDATE_CONSUMER_OFFSET, ctx, offset::update_consumer_offset);
+    register(&mut r, RequestCode::GET_MAX_OFFSET, ctx, offset::get_max_offset);
+    register(&mut r, RequestCode::GET_MIN_OFFSET, ctx, offset::get_min_offset);
+    register(
+        &mut r,
+        RequestCode::GET_EARLIEST_MSG_STORETIME,
+        ctx,
+        offset::get_earliest_msg_storetime,
+    );
+    register(
+        &mut r,
+        RequestCode::SEARCH_OFFSET_BY_TIMESTAMP,
+        ctx,
+        offset::search_offset_by_timestamp,
+    );
+    register(&mut r, RequestCode::VIEW_MESSAGE_BY_ID, ctx, query::view_message_by_id);
+    register(&mut r, RequestCode::QUERY_MESSAGE, ctx, query::query_message);
+    register(&mut r, RequestCode::HEART_BEAT, ctx, client::heartbeat);
+    register(&mut r, RequestCode::UNREGISTER_CLIENT, ctx, client::unregister_client);
+    register(&mut r, RequestCode::GET_CONSUMER_LIST_BY_GROUP, ctx, client::get_consumer_list);
+    register(&mut r, RequestCode::LOCK_BATCH_MQ, ctx, client::lock_batch);
+    register(&mut r, RequestCode::UNLOCK_BATCH_MQ, ctx, client::unlock_batch);
+    register(&mut r, RequestCode::UPDATE_AND_CREATE_TOPIC, ctx, admin::update_and_create_topic);
+    register(&mut r, RequestCode::GET_ALL_TOPIC_CONFIG, ctx, admin::get_all_topic_config);
+    register(&mut r, RequestCode::GET_ALL_CONSUMER_OFFSET, ctx, admin::get_all_consumer_offset);
+    register(&mut r, RequestCode::GET_ALL_DELAY_OFFSET, ctx, admin::get_all_delay_offset);
+    register(
+        &mut r,
+        RequestCode::GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+        ctx,
+        admin::get_all_subscription_group,
+    );
+    register(&mut r, RequestCode::GET_BROKER_RUNTIME_INFO, ctx, admin::get_broker_runtime_info);
+    register(&mut r, RequestCode::GET_BROKER_CONFIG, ctx, admin::get_broker_config);
+    transaction::register(&mut r, ctx);
+    r
+}

@@ -1,0 +1,399 @@
+//! SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and
+//! CONSUMER_SEND_MSG_BACK (36) (remoting.md §11.2, §11.4; broker-roles.md §6-§7).
+//!
+//! A send is a batch when its header says `batch=true`, whatever the code (the C++ client
+//! sends batches as 310). Checks in Java's order: role, topic name, system topic, topic
+//! existence (auto-create from the default topic), write permission, queue id, then
+//! properties and sizes; nothing is proposed unless every check passed.
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use remoting::headers::{ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader};
+use remoting::{ConnectionHandle, RemotingCommand};
+
+use crate::context::{now_ms, BrokerContext, ServingRole};
+use crate::error::BrokerError;
+use crate::message::properties::keys;
+use crate::message::record::{encode_record, CrcCheck, MagicPolicy, RecordFields, RecordView};
+use crate::message::{decode_batch, offset_msg_id, sysflag, topic as names, MessageProperties};
+use crate::store::message_store::PutResult;
+use crate::store::topics::perm;
+use crate::store::TopicConfig;
+
+/// Refuses writes unless this broker may append (broker-roles.md §2 step 7, §6).
+pub fn check_writable(ctx: &BrokerContext) -> Result<(), BrokerError> {
+    match ctx.role.role() {
+        // Before the first role the ledger itself refuses (SYSTEM_BUSY), as in Java.
+        ServingRole::Master | ServingRole::Unassigned => Ok(()),
+        ServingRole::Slave => Err(BrokerError::ServiceNotAvailable(format!(
+            "broker {} is not master (DLedger follower)",
+            ctx.config.broker_addr()
+        ))),
+    }
+}
+
+/// Topic checks for a send; returns the topic config (auto-creating it if allowed).
+fn topic_for_send(
+    ctx: &BrokerContext,
+    h: &SendMessageRequestHeader,
+) -> Result<TopicConfig, BrokerError> {
+    names::validate_topic(&h.topic)?;
+    if names::is_system_topic(&h.topic) {
+        return Err(BrokerError::NoPermission(format!(
+            "Sending message to topic[{}] is forbidden.",
+            h.topic
+        )));
+    }
+    let cfg = match ctx.topics.get(&h.topic) {
+        Some(c) => c,
+        None => {
+            let created = if let Some(group) = h.topic.strip_prefix(names::RETRY_GROUP_TOPIC_PREFIX) {
+                let q = ctx
+                    .subscriptions
+                    .find_or_create(group)?
+                    .map_or(1, |g| g.retry_queue_nums);
+                Some((ctx.topics.create_retry_topic(group, q as _)?, true))
+            } else {
+                let (c, created) = ctx.topics.create_topic_in_send(
+                    &h.topic,
+                    &h.default_topic,
+                    h.default_topic_queue_nums,
+                    0,
+                )?;
+                c.map(|c| (c, created))
+            };
+            match created {
+                Some((c, fresh)) => {
+                    if fresh {
+                        ctx.register_now.notify_one();
+                    }
+                    c
+                }
+                None => return Err(BrokerError::TopicNotExist(h.topic.clone())),
+            }
+        }
+    };
+    if !perm::is_writeable(cfg.perm) {
+        return Err(BrokerError::NoPermission(format!(
+            "the topic[{}] sending is forbidden",
+            h.topic
+        )));
+    }
+    let queues = cfg.read_queue_nums.max(cfg.write_queue_nums) as i64;
+    if i64::from(h.queue_id) >= queues {
+        return Err(BrokerError::InvalidParameter(format!(
+            "request queueId[{}] is illegal, {:?} Producer: {}",
+            h.queue_id, cfg.topic_name, h.producer_group
+        )));
+    }
+    Ok(cfg)
+}
+
+fn pick_queue(h: &SendMessageRequestHeader, cfg: &TopicConfig) -> i32 {
+    if h.queue_id >= 0 {
+        return h.queue_id;
+    }
+    let n = cfg.write_queue_nums.max(1) as u64;
+    (now_ms().unsigned_abs() % n) as i32
+}
+
+/// Where a single message is really stored after broker-side rewriting (§5.2).
+struct Target {
+    topic: String,
+    queue_id: i32,
+    sys_flag: i32,
+    take_offset: bool,
+}
+
+/// Applies retry/DLQ, transaction half and delay rewriting to `props`.
+fn rewrite(
+    ctx: &BrokerContext,
+    h: &SendMessageRequestHeader,
+    queue_id: i32,
+    props: &mut MessageProperties,
+) -> Result<Target, BrokerError> {
+    let mut t = Target {
+        topic: h.topic.clone(),
+        queue_id,
+        sys_flag: h.sys_flag,
+        take_offset: true,
+    };
+    // Retry topic whose message exhausted its retries goes to the DLQ.
+    if let Some(group) = h.topic.strip_prefix(names::RETRY_GROUP_TOPIC_PREFIX) {
+        let max = h.max_reconsume_times.unwrap_or_else(|| {
+            ctx.subscriptions.get(group).map_or(16, |g| g.retry_max_times)
+        });
+        if h.reconsume_times.unwrap_or(0) > max {
+            let dlq = ctx.topics.create_dlq_topic(group)?;
+            t.topic = dlq.topic_name;
+            t.queue_id = 0;
+        }
+    }
+    let tx_type = sysflag::transaction_type(t.sys_flag);
+    if props.get(keys::TRANSACTION_PREPARED).is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        && !h.topic.starts_with(names::RETRY_GROUP_TOPIC_PREFIX)
+    {
+        props.insert(keys::REAL_TOPIC, t.topic.clone());
+        props.insert(keys::REAL_QUEUE_ID, t.queue_id.to_string());
+        t.topic = names::TRANS_HALF_TOPIC.to_owned();
+        t.queue_id = 0;
+        t.sys_flag = sysflag::with_transaction_type(t.sys_flag, sysflag::TRANSACTION_NOT_TYPE);
+        ctx.topics
+            .create_if_absent(names::TRANS_HALF_TOPIC, 1, perm::READ | perm::WRITE)?;
+        return Ok(t);
+    }
+    if tx_type == sysflag::TRANSACTION_PREPARED_TYPE || tx_type == sysflag::TRANSACTION_ROLLBACK_TYPE {
+        t.take_offset = false;
+    }
+    let level = props
+        .get(keys::DELAY_TIME_LEVEL)
+        .and_then(|v| v.trim().parse::<i32>().ok())
+        .unwrap_or(0);
+    if level > 0
+        && (tx_type == sysflag::TRANSACTION_NOT_TYPE || tx_type == sysflag::TRANSACTION_COMMIT_TYPE)
+    {
+        let max_level = ctx.config.message_delay_level_ms.len().max(1) as i32;
+        let level = level.min(max_level);
+        props.insert(keys::DELAY_TIME_LEVEL, level.to_string());
+        props.insert(keys::REAL_TOPIC, t.topic.clone());
+        props.insert(keys::REAL_QUEUE_ID, t.queue_id.to_string());
+        t.topic = names::SCHEDULE_TOPIC.to_owned();
+        t.queue_id = level - 1;
+    }
+    Ok(t)
+}
+
+fn success_response(ctx: &BrokerContext, msg_id: String, queue_id: i32, r: &PutResult, uniq: Option<&str>) -> RemotingCommand {
+    let mut resp = RemotingCommand::success()
+        .with_ext_field("msgId", msg_id)
+        .with_ext_field("queueId", queue_id.to_string())
+        .with_ext_field("queueOffset", r.first_queue_offset.to_string())
+        .with_ext_field(keys::MSG_REGION, ctx.config.region_id.clone())
+        .with_ext_field(
+            keys::TRACE_SWITCH,
+            if ctx.config.trace_on { "true" } else { "false" },
+        );
+    if let Some(u) = uniq {
+        resp = resp.with_ext_field("transactionId", u);
+    }
+    resp
+}
+
+/// SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE.
+pub async fn send(
+    ctx: Arc<BrokerContext>,
+    conn: ConnectionHandle,
+    mut req: RemotingCommand,
+) -> Result<RemotingCommand, BrokerError> {
+    let h = SendMessageRequestHeader::from_request(&req)?;
+    check_writable(&ctx)?;
+    let cfg = topic_for_send(&ctx, &h)?;
+    let queue_id = pick_queue(&h, &cfg);
+    let body = req.take_body();
+    let limits = ctx.config.message_limits();
+    if body.len() > limits.max_body_bytes && !h.is_batch() {
+        return Err(BrokerError::MessageIllegal(format!(
+            "message body size exceeded, {} > {}",
+            body.len(),
+            limits.max_body_bytes
+        )));
+    }
+    let now = now_ms();
+    let mut sys_flag_extra = 0;
+    if cfg.topic_filter_type == crate::store::topics::MULTI_TAG {
+        sys_flag_extra |= sysflag::MULTI_TAGS;
+    }
+    let born_host = conn.remote_addr();
+    let store_host = ctx.store_host;
+
+    if h.is_batch() {
+        if h.topic.starts_with(names::RETRY_GROUP_TOPIC_PREFIX) {
+            return Err(BrokerError::MessageIllegal("batch message is not supported for retry topic".into()));
+        }
+        if sysflag::transaction_type(h.sys_flag) == sysflag::TRANSACTION_PREPARED_TYPE {
+            return Err(BrokerError::MessageIllegal("batch transactional message is not supported".into()));
+        }
+        let mut records = Vec::new();
+        let mut uniqs = Vec::new();
+        let mut buf = BytesMut::new();
+        for el in decode_batch(body, limits.max_body_bytes) {
+            let el = el.map_err(|e| BrokerError::MessageIllegal(format!("bad batch body: {e}")))?;
+            let mut props = MessageProperties::parse(&el.properties)?;
+            if props.get(keys::DELAY_TIME_LEVEL).and_then(|v| v.trim().parse::<i32>().ok()).unwrap_or(0) > 0 {
+                return Err(BrokerError::MessageIllegal("batch message with delay level is not supported".into()));
+            }
+            if props.get(keys::TRANSACTION_PREPARED).is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+                return Err(BrokerError::MessageIllegal("batch transactional message is not supported".into()));
+            }
+            if props.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).is_none() {
+                props.insert(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ctx.uniq_keys.next_id(now));
+            }
+            props.insert(keys::CLUSTER, ctx.config.broker_cluster_name.clone());
+            uniqs.push(props.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).unwrap_or_default().to_owned());
+            let encoded = props.encode()?;
+            let fields = RecordFields {
+                queue_id,
+                flag: el.flag,
+                queue_offset: 0,
+                physical_offset: 0,
+                sys_flag: h.sys_flag | sys_flag_extra,
+                born_timestamp: h.born_timestamp,
+                born_host,
+                store_timestamp: now,
+                store_host,
+                reconsume_times: h.reconsume_times.unwrap_or(0),
+                prepared_transaction_offset: 0,
+                body: &el.body,
+                topic: &h.topic,
+                properties: &encoded,
+            };
+            encode_record(&fields, &limits, MagicPolicy::Auto, &mut buf)?;
+            records.push(buf.split());
+        }
+        if records.is_empty() {
+            return Err(BrokerError::MessageIllegal("empty batch".into()));
+        }
+        let r = ctx.store.put_records(&h.topic, queue_id, records, true).await?;
+        let ids: Vec<String> = r
+            .positions
+            .iter()
+            .map(|p| offset_msg_id(store_host, p.physical_offset()))
+            .collect();
+        let uniq = uniqs.join(",");
+        return Ok(success_response(&ctx, ids.join(","), queue_id, &r, Some(&uniq)));
+    }
+
+    let props_text = h.properties.clone().unwrap_or_default();
+    let mut props = MessageProperties::parse(props_text.as_bytes())?;
+    let t = rewrite(&ctx, &h, queue_id, &mut props)?;
+    if props.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).is_none() {
+        props.insert(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ctx.uniq_keys.next_id(now));
+    }
+    props.insert(keys::CLUSTER, ctx.config.broker_cluster_name.clone());
+    let uniq = props.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).map(str::to_owned);
+    let encoded = props.encode()?;
+    let fields = RecordFields {
+        queue_id: t.queue_id,
+        flag: h.flag,
+        queue_offset: 0,
+        physical_offset: 0,
+        sys_flag: t.sys_flag | sys_flag_extra,
+        born_timestamp: h.born_timestamp,
+        born_host,
+        store_timestamp: now,
+        store_host,
+        reconsume_times: h.reconsume_times.unwrap_or(0),
+        prepared_transaction_offset: 0,
+        body: &body,
+        topic: &t.topic,
+        properties: &encoded,
+    };
+    let mut buf = BytesMut::new();
+    encode_record(&fields, &limits, MagicPolicy::Auto, &mut buf)?;
+    let r = ctx
+        .store
+        .put_records(&t.topic, t.queue_id, vec![buf], t.take_offset)
+        .await?;
+    let phys = r.positions.first().map_or(0, |p| p.physical_offset());
+    Ok(success_response(
+        &ctx,
+        offset_msg_id(store_host, phys),
+        queue_id,
+        &r,
+        uniq.as_deref(),
+    ))
+}
+
+/// CONSUMER_SEND_MSG_BACK: re-store a consumed message into `%RETRY%<group>` (through the
+/// schedule topic for the delay level) or `%DLQ%<group>` once retries are exhausted.
+pub async fn consumer_send_back(
+    ctx: Arc<BrokerContext>,
+    conn: ConnectionHandle,
+    req: RemotingCommand,
+) -> Result<RemotingCommand, BrokerError> {
+    let h: ConsumerSendMsgBackRequestHeader = req.decode_header()?;
+    if ctx.role.role() != ServingRole::Master {
+        return Err(BrokerError::System(format!(
+            "no master available along with {}",
+            ctx.config.broker_ip1
+        )));
+    }
+    let Some(group_cfg) = ctx.subscriptions.find_or_create(&h.group)? else {
+        return Err(BrokerError::SubscriptionGroupNotExist(h.group.clone()));
+    };
+    let Some(raw) = ctx.store.read_message(h.offset) else {
+        return Err(BrokerError::System(format!(
+            "look message by offset failed, {}",
+            h.offset
+        )));
+    };
+    let view = RecordView::parse(&raw, CrcCheck::Skip)?;
+    let mut props = MessageProperties::parse(view.properties)?;
+    if props.get(keys::RETRY_TOPIC).is_none() {
+        props.insert(keys::RETRY_TOPIC, view.topic.to_owned());
+    }
+    props.insert(keys::WAIT_STORE_MSG_OK, "false");
+    let max = h.max_reconsume_times.unwrap_or(group_cfg.retry_max_times);
+    let reconsume = view.reconsume_times;
+    let mut delay_level = h.delay_level;
+    let (topic, queue_id) = if reconsume >= max || delay_level < 0 {
+        let dlq = ctx.topics.create_dlq_topic(&h.group)?;
+        if !perm::is_writeable(dlq.perm) {
+            return Err(BrokerError::NoPermission(format!(
+                "the topic[{}] sending message is forbidden",
+                dlq.topic_name
+            )));
+        }
+        delay_level = 0;
+        (dlq.topic_name, 0)
+    } else {
+        let retry = ctx
+            .topics
+            .create_retry_topic(&h.group, group_cfg.retry_queue_nums as _)?;
+        if delay_level == 0 {
+            delay_level = 3 + reconsume;
+        }
+        let n = retry.write_queue_nums.max(1) as i64;
+        (retry.topic_name, (now_ms().rem_euclid(n)) as i32)
+    };
+    if let Some(orig) = &h.origin_msg_id {
+        if props.get(keys::ORIGIN_MESSAGE_ID).is_none() {
+            props.insert(keys::ORIGIN_MESSAGE_ID, orig.clone());
+        }
+    }
+    let (mut store_topic, mut store_queue) = (topic.clone(), queue_id);
+    if delay_level > 0 {
+        let max_level = ctx.config.message_delay_level_ms.len().max(1) as i32;
+        let level = delay_level.min(max_level);
+        props.insert(keys::DELAY_TIME_LEVEL, level.to_string());
+        props.insert(keys::REAL_TOPIC, topic.clone());
+        props.insert(keys::REAL_QUEUE_ID, queue_id.to_string());
+        store_topic = names::SCHEDULE_TOPIC.to_owned();
+        store_queue = level - 1;
+    }
+    let encoded = props.encode()?;
+    let now = now_ms();
+    let fields = RecordFields {
+        queue_id: store_queue,
+        flag: view.flag,
+        queue_offset: 0,
+        physical_offset: 0,
+        sys_flag: view.sys_flag,
+        born_timestamp: view.born_timestamp,
+        born_host: conn.remote_addr(),
+        store_timestamp: now,
+        store_host: ctx.store_host,
+        reconsume_times: reconsume + 1,
+        prepared_transaction_offset: 0,
+        body: view.body,
+        topic: &store_topic,
+        properties: &encoded,
+    };
+    let mut buf = BytesMut::new();
+    encode_record(&fields, &ctx.config.message_limits(), MagicPolicy::Auto, &mut buf)?;
+    ctx.store
+        .put_records(&store_topic, store_queue, vec![buf], true)
+        .await?;
+    Ok(RemotingCommand::success())
+}

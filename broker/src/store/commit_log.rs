@@ -1,0 +1,146 @@
+//! The RocketMQ commit-log view of a replicated log (message-format.md §10).
+//!
+//! [`ReplicatedLog`] is the narrow interface the broker needs from DLedger: propose one
+//! record per entry, watch the role and the committed mark, and read committed entries by
+//! index or a record by physical offset (= entry pos + 48). The DLedger `Ledger` implements it
+//! in [`crate::store::ledger_log`]; [`crate::store::mem_log::MemLog`] is a single-member
+//! in-memory log for fast processor tests.
+//!
+//! Ordering contract (R12): entries are appended in the order in which the futures returned
+//! by [`ReplicatedLog::propose`] are *first polled*. The message store relies on it to assign
+//! queue offsets under one lock: assign, patch the record, create and poll the proposal once,
+//! release.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use bytes::Bytes;
+use tokio::sync::watch;
+
+use crate::message::record::DLEDGER_ENTRY_HEADER_LEN;
+pub use crate::role::LedgerRole;
+
+/// Where a committed proposal landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogPosition {
+    /// Log index.
+    pub index: i64,
+    /// Entry position in the data address space (record phys offset = pos + 48).
+    pub pos: i64,
+}
+
+impl LogPosition {
+    /// RocketMQ physical offset of the record held by this entry.
+    pub fn physical_offset(&self) -> i64 {
+        self.pos + DLEDGER_ENTRY_HEADER_LEN
+    }
+}
+
+/// Why a proposal failed; [`ProposeFailure::is_indeterminate`] tells whether it may still
+/// commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProposeFailure {
+    /// Not the leader: nothing appended.
+    NotLeader,
+    /// Flow control (pending window full, leadership transfer): nothing appended.
+    Busy(String),
+    /// Disk full, storage failure, shutdown: nothing appended.
+    Unavailable(String),
+    /// Quorum acknowledgement timed out: may still commit.
+    Timeout,
+    /// Leadership lost before the quorum acknowledged: may still commit.
+    TermChanged,
+}
+
+impl ProposeFailure {
+    /// Whether the entry may exist in the log (R14).
+    pub fn is_indeterminate(&self) -> bool {
+        matches!(self, ProposeFailure::Timeout | ProposeFailure::TermChanged)
+    }
+}
+
+/// The log member's role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogRoleState {
+    pub role: LedgerRole,
+    pub term: i64,
+    pub leader_id: Option<String>,
+}
+
+/// Committed water mark: index -1 when nothing is committed; `end_pos` = position just past
+/// the last committed entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CommitMark {
+    pub index: i64,
+    pub end_pos: i64,
+}
+
+/// One committed entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogEntry {
+    pub index: i64,
+    pub pos: i64,
+    /// One stored message record.
+    pub body: Bytes,
+}
+
+impl LogEntry {
+    /// Position just past this entry.
+    pub fn end_pos(&self) -> i64 {
+        self.pos + DLEDGER_ENTRY_HEADER_LEN + self.body.len() as i64
+    }
+}
+
+/// Future of a proposal.
+pub type ProposeFuture = Pin<Box<dyn Future<Output = Result<LogPosition, ProposeFailure>> + Send>>;
+
+/// The replicated log as the broker sees it.
+pub trait ReplicatedLog: Send + Sync + 'static {
+    /// Appends `body` as one entry; resolves once committed. See the ordering contract above.
+    fn propose(&self, body: Bytes) -> ProposeFuture;
+    /// Role changes, in order.
+    fn role(&self) -> watch::Receiver<LogRoleState>;
+    /// Committed mark changes.
+    fn committed(&self) -> watch::Receiver<CommitMark>;
+    /// The committed entry `index`; `Ok(None)` when it is not (or no longer) readable.
+    fn committed_entry(&self, index: i64) -> Result<Option<LogEntry>, String>;
+    /// The record at physical offset `phys` if it is committed.
+    fn read_message(&self, phys: i64) -> Option<Bytes>;
+    /// First index in the log (-1 when empty).
+    fn begin_index(&self) -> i64;
+    /// Last index in the local log, committed or not (-1 when empty).
+    fn end_index(&self) -> i64;
+    /// Stops the member (final flush + checkpoint). Idempotent.
+    fn shutdown(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
+}
+
+/// The smallest readable physical offset (RocketMQ "commit log min offset"): the first
+/// entry's record, or 0 for an empty log.
+pub fn min_physical_offset(log: &dyn ReplicatedLog) -> i64 {
+    let begin = log.begin_index();
+    if begin < 0 {
+        return 0;
+    }
+    match log.committed_entry(begin) {
+        Ok(Some(e)) => e.pos + DLEDGER_ENTRY_HEADER_LEN,
+        _ => 0,
+    }
+}
+
+/// Index of the first committed entry whose position is ≥ `pos` (binary search over
+/// committed indexes; positions grow with the index). Returns `committed + 1` when none.
+pub fn first_index_at_or_after(log: &dyn ReplicatedLog, pos: i64) -> i64 {
+    let begin = log.begin_index().max(0);
+    let committed = log.committed().borrow().index;
+    let (mut lo, mut hi) = (begin, committed + 1);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        match log.committed_entry(mid) {
+            Ok(Some(e)) if e.pos < pos => lo = mid + 1,
+            Ok(Some(_)) => hi = mid,
+            // Unreadable (cleaned below begin): move up.
+            _ => lo = mid + 1,
+        }
+    }
+    lo
+}

@@ -1,0 +1,184 @@
+//! The dispatcher: tails the log's committed mark and writes every committed record into its
+//! consume queue (20-byte unit) and the key index, in log order (R12). It never reads past
+//! `committed`, so consumers only ever see replicated messages, on every member.
+//!
+//! Restart: consume queues are first truncated to the local log's end (units past it cannot
+//! be backed by data), then dispatch resumes at the first entry at or after the largest
+//! physical end found in the queues; re-dispatching an already written unit is a no-op.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::commit_log::{first_index_at_or_after, LogEntry, ReplicatedLog};
+use super::consume_queue::{ConsumeQueueSet, CqUnit};
+use super::index_file::KeyIndex;
+use crate::message::properties::keys;
+use crate::message::record::{CrcCheck, RecordView, DLEDGER_ENTRY_HEADER_LEN};
+use crate::message::{sysflag, topic};
+
+/// How far dispatch got: last dispatched index (-1 none) and the position just past it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DispatchMark {
+    pub index: i64,
+    pub end_pos: i64,
+}
+
+/// Writes committed entries into consume queues and the index.
+pub struct Dispatcher {
+    log: Arc<dyn ReplicatedLog>,
+    cqs: Arc<ConsumeQueueSet>,
+    index: Arc<KeyIndex>,
+    delay_levels_ms: Vec<i64>,
+    tx: watch::Sender<DispatchMark>,
+    next_index: i64,
+}
+
+impl Dispatcher {
+    /// Prepares dispatch after a (re)start: trims consume queues past the log and finds the
+    /// resume index. Returns the dispatcher and the receiver of its progress.
+    pub fn recover(
+        log: Arc<dyn ReplicatedLog>,
+        cqs: Arc<ConsumeQueueSet>,
+        index: Arc<KeyIndex>,
+        delay_levels_ms: Vec<i64>,
+    ) -> Result<(Dispatcher, watch::Receiver<DispatchMark>), super::StoreError> {
+        let (_, max_end) = cqs.physical_end_bounds();
+        let mut next_index = log.begin_index().max(0);
+        let mut mark = DispatchMark {
+            index: next_index - 1,
+            end_pos: 0,
+        };
+        if max_end > 0 {
+            // Units beyond the committed data of this member cannot be trusted yet: drop them;
+            // they come back when the entries are committed again.
+            let committed = *log.committed().borrow();
+            let resume_pos = max_end - DLEDGER_ENTRY_HEADER_LEN;
+            if committed.index >= 0 && committed.end_pos < resume_pos {
+                tracing::warn!(resume_pos, committed_end = committed.end_pos, "consume queues ahead of the committed log; trimming");
+                cqs.truncate_physical(committed.end_pos + DLEDGER_ENTRY_HEADER_LEN)?;
+            }
+            let (_, trimmed_end) = cqs.physical_end_bounds();
+            let resume = (trimmed_end - DLEDGER_ENTRY_HEADER_LEN).max(0);
+            next_index = first_index_at_or_after(log.as_ref(), resume);
+            mark = DispatchMark {
+                index: next_index - 1,
+                end_pos: resume,
+            };
+        }
+        tracing::info!(next_index, resume_pos = mark.end_pos, "dispatcher recovered");
+        let (tx, rx) = watch::channel(mark);
+        Ok((
+            Dispatcher {
+                log,
+                cqs,
+                index,
+                delay_levels_ms,
+                tx,
+                next_index,
+            },
+            rx,
+        ))
+    }
+
+    /// Runs until `stop` is cancelled.
+    pub async fn run(mut self, stop: CancellationToken) {
+        let mut committed = self.log.committed();
+        loop {
+            let target = committed.borrow_and_update().index;
+            let mut progressed = None;
+            while self.next_index <= target {
+                match self.log.committed_entry(self.next_index) {
+                    Ok(Some(e)) => {
+                        self.dispatch(&e);
+                        progressed = Some(DispatchMark {
+                            index: e.index,
+                            end_pos: e.end_pos(),
+                        });
+                        self.next_index += 1;
+                        // Publish in chunks so long polls wake early under heavy load.
+                        if self.next_index % 256 == 0 {
+                            if let Some(m) = progressed.take() {
+                                self.tx.send_replace(m);
+                            }
+                            tokio::task::yield_now().await;
+                        }
+                    }
+                    Ok(None) => {
+                        tracing::warn!(index = self.next_index, "committed entry not readable; retrying");
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::error!(index = self.next_index, error = %e, "reading committed entry failed");
+                        break;
+                    }
+                }
+            }
+            if let Some(m) = progressed {
+                self.tx.send_replace(m);
+            }
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                r = committed.changed() => if r.is_err() { break },
+                // A read failure above retries after a short pause.
+                _ = tokio::time::sleep(std::time::Duration::from_millis(200)), if self.next_index <= target => {}
+            }
+        }
+        if let Err(e) = self.cqs.flush_all() {
+            tracing::error!(error = %e, "flushing consume queues at shutdown failed");
+        }
+        if let Err(e) = self.index.flush() {
+            tracing::error!(error = %e, "flushing index at shutdown failed");
+        }
+    }
+
+    fn dispatch(&self, e: &LogEntry) {
+        let view = match RecordView::parse(&e.body, CrcCheck::Skip) {
+            Ok(v) => v,
+            Err(err) => {
+                tracing::error!(index = e.index, pos = e.pos, error = %err, "undecodable record in committed entry; skipped");
+                return;
+            }
+        };
+        let phys = e.pos + DLEDGER_ENTRY_HEADER_LEN;
+        if sysflag::is_dispatched_to_consume_queue(view.sys_flag) {
+            let tag_code = if view.topic == topic::SCHEDULE_TOPIC {
+                let level = view
+                    .property(keys::DELAY_TIME_LEVEL)
+                    .and_then(|v| std::str::from_utf8(v).ok())
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .unwrap_or(1)
+                    .clamp(1, self.delay_levels_ms.len().max(1));
+                let delay = self.delay_levels_ms.get(level - 1).copied().unwrap_or(1000);
+                view.store_timestamp + delay
+            } else {
+                view.tag_code()
+            };
+            let unit = CqUnit {
+                physical_offset: phys,
+                size: view.total_size,
+                tag_code,
+            };
+            let res = self
+                .cqs
+                .get_or_create(view.topic, view.queue_id)
+                .and_then(|q| q.append(view.queue_offset, unit));
+            if let Err(err) = res {
+                tracing::error!(topic = view.topic, queue_id = view.queue_id, queue_offset = view.queue_offset, error = %err, "consume-queue dispatch failed");
+            }
+        }
+        if phys > self.index.last_physical_offset() {
+            let text = |k| view.property(k).and_then(|v| std::str::from_utf8(v).ok());
+            if let Err(err) = self.index.index_message(
+                view.topic,
+                text(keys::KEYS),
+                text(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                phys,
+                view.store_timestamp,
+            ) {
+                tracing::warn!(error = %err, "key index write failed");
+            }
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! [`ReplicatedLog`] over the DLedger [`Ledger`] runtime (notes/LEDGER_API.md).
+//!
+//! Role and committed watches are forwarded by two small tasks (mapping the runtime's types
+//! to the broker's); reads go straight to the runtime's `StoreReader` (committed entries only,
+//! CRC-checked).
+//!
+//! PHYSICALOFFSET: the runtime appends the body as proposed, so stored records carry 0 there;
+//! every path that hands a record to a client rewrites the field to `pos + 48` (see
+//! `MessageStore::read_message`), so clients see exactly what a Java broker sends.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use bytes::Bytes;
+use dledger_commitlog::runtime::{self as rt, Ledger};
+use dledger_commitlog::Index;
+use tokio::sync::watch;
+
+use super::commit_log::{
+    CommitMark, LedgerRole, LogEntry, LogPosition, LogRoleState, ProposeFailure, ProposeFuture,
+    ReplicatedLog,
+};
+
+/// The runtime ledger seen as a [`ReplicatedLog`].
+pub struct LedgerLog {
+    ledger: Ledger,
+    role_rx: watch::Receiver<LogRoleState>,
+    committed_rx: watch::Receiver<CommitMark>,
+}
+
+fn map_role(r: &rt::RoleState) -> LogRoleState {
+    LogRoleState {
+        role: match r.role {
+            rt::LedgerRole::Follower => LedgerRole::Follower,
+            rt::LedgerRole::Candidate => LedgerRole::Candidate,
+            rt::LedgerRole::Leader => LedgerRole::Leader,
+        },
+        term: r.term,
+        leader_id: r.leader_id.clone(),
+    }
+}
+
+fn map_mark(m: &rt::CommittedMark) -> CommitMark {
+    CommitMark {
+        index: m.index,
+        end_pos: m.end_pos,
+    }
+}
+
+fn map_error(e: rt::ProposeError) -> ProposeFailure {
+    match e {
+        rt::ProposeError::NotLeader { .. } => ProposeFailure::NotLeader,
+        rt::ProposeError::Busy => ProposeFailure::Busy("pending window full".into()),
+        rt::ProposeError::Transferring => {
+            ProposeFailure::Busy("leadership transfer in progress".into())
+        }
+        rt::ProposeError::DiskFull => ProposeFailure::Busy("disk full".into()),
+        rt::ProposeError::Storage(s) => ProposeFailure::Unavailable(s),
+        rt::ProposeError::Shutdown => ProposeFailure::Unavailable("ledger shut down".into()),
+        rt::ProposeError::Timeout => ProposeFailure::Timeout,
+        rt::ProposeError::TermChanged => ProposeFailure::TermChanged,
+    }
+}
+
+impl LedgerLog {
+    /// Wraps a started ledger; must run inside a tokio runtime (spawns the forwarders).
+    pub fn new(ledger: Ledger) -> LedgerLog {
+        let mut src_role = ledger.role();
+        let (role_tx, role_rx) = watch::channel(map_role(&src_role.borrow_and_update()));
+        tokio::spawn(async move {
+            while src_role.changed().await.is_ok() {
+                let v = map_role(&src_role.borrow_and_update());
+                if role_tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut src_mark = ledger.committed();
+        let (mark_tx, committed_rx) = watch::channel(map_mark(&src_mark.borrow_and_update()));
+        tokio::spawn(async move {
+            while src_mark.changed().await.is_ok() {
+                let v = map_mark(&src_mark.borrow_and_update());
+                if mark_tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        LedgerLog {
+            ledger,
+            role_rx,
+            committed_rx,
+        }
+    }
+
+    /// The wrapped ledger (status, leadership transfer).
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+}
+
+impl ReplicatedLog for LedgerLog {
+    fn propose(&self, body: Bytes) -> ProposeFuture {
+        let ledger = self.ledger.clone();
+        Box::pin(async move {
+            ledger
+                .propose(body)
+                .await
+                .map(|c| LogPosition {
+                    index: c.index,
+                    pos: c.pos,
+                })
+                .map_err(map_error)
+        })
+    }
+
+    fn role(&self) -> watch::Receiver<LogRoleState> {
+        self.role_rx.clone()
+    }
+
+    fn committed(&self) -> watch::Receiver<CommitMark> {
+        self.committed_rx.clone()
+    }
+
+    fn committed_entry(&self, index: i64) -> Result<Option<LogEntry>, String> {
+        let Ok(i) = u64::try_from(index) else {
+            return Ok(None);
+        };
+        match self.ledger.reader().get(Index(i)) {
+            Ok(e) => Ok(Some(LogEntry {
+                index: e.index.raw(),
+                pos: e.pos.raw(),
+                body: e.body,
+            })),
+            Err(rt::StoreError::IndexOutOfRange { .. }) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn read_message(&self, phys: i64) -> Option<Bytes> {
+        let phys = u64::try_from(phys).ok()?;
+        self.ledger.reader().read_message(phys).ok()
+    }
+
+    fn begin_index(&self) -> i64 {
+        Index::to_wire(self.ledger.reader().begin_index())
+    }
+
+    fn end_index(&self) -> i64 {
+        Index::to_wire(self.ledger.reader().end_index())
+    }
+
+    fn shutdown(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(self.ledger.shutdown())
+    }
+}

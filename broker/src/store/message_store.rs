@@ -1,0 +1,598 @@
+//! `MessageStore`: the broker's store facade over the replicated log, the consume queues, the
+//! key index and the dispatcher.
+//!
+//! Writes: [`MessageStore::put_records`] assigns queue offsets and proposes the records under
+//! one async lock (R12): for each record, take the next offset of its queue, patch it into the
+//! record, create the proposal and poll it once (the log orders entries by first poll), then
+//! release the lock and wait for the quorum. A failure known at the first poll consumes no
+//! offset; a later definite failure could leave a hole, so the counters are then resynced from
+//! the consume queues once the log is caught up; an indeterminate failure keeps the offset
+//! (the entry may commit; it is never reused).
+//!
+//! Reads: only committed and dispatched data ([`MessageStore::get_messages`]).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::sync::{watch, Mutex, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use super::commit_log::{min_physical_offset, LogPosition, ProposeFailure, ReplicatedLog};
+use super::consume_queue::{ConsumeQueueSet, TimeBoundary};
+use super::dispatcher::{DispatchMark, Dispatcher};
+use super::index_file::{IndexConfig, KeyIndex};
+use super::StoreError;
+use crate::config::BrokerConfig;
+use crate::error::{AppendRefusal, BrokerError};
+use crate::message::record::{
+    patch_physical_offset, patch_queue_offset, read_store_timestamp, DLEDGER_ENTRY_HEADER_LEN,
+    PHYSICAL_OFFSET_POS,
+};
+use crate::role::WaterMarks;
+
+/// Proposals allowed in flight at once: below DLedger's pending window (10000) so the ledger
+/// never answers Busy to a proposal that already holds a queue offset.
+pub const MAX_INFLIGHT_PROPOSALS: usize = 4096;
+
+/// Outcome of a successful put.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutResult {
+    /// Queue offset of the first record (0 for records that take none).
+    pub first_queue_offset: i64,
+    /// Where each record landed.
+    pub positions: Vec<LogPosition>,
+}
+
+/// Store lookup status of a pull (Java `GetMessageStatus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GetStatus {
+    Found,
+    NoMatchedMessage,
+    MessageWasRemoving,
+    OffsetFoundNull,
+    OffsetOverflowBadly,
+    OffsetOverflowOne,
+    OffsetTooSmall,
+    NoMatchedLogicQueue,
+    NoMessageInQueue,
+}
+
+impl GetStatus {
+    /// Java's enum name (sent as the pull response remark).
+    pub fn name(self) -> &'static str {
+        match self {
+            GetStatus::Found => "FOUND",
+            GetStatus::NoMatchedMessage => "NO_MATCHED_MESSAGE",
+            GetStatus::MessageWasRemoving => "MESSAGE_WAS_REMOVING",
+            GetStatus::OffsetFoundNull => "OFFSET_FOUND_NULL",
+            GetStatus::OffsetOverflowBadly => "OFFSET_OVERFLOW_BADLY",
+            GetStatus::OffsetOverflowOne => "OFFSET_OVERFLOW_ONE",
+            GetStatus::OffsetTooSmall => "OFFSET_TOO_SMALL",
+            GetStatus::NoMatchedLogicQueue => "NO_MATCHED_LOGIC_QUEUE",
+            GetStatus::NoMessageInQueue => "NO_MESSAGE_IN_QUEUE",
+        }
+    }
+}
+
+/// Result of a pull lookup.
+#[derive(Debug)]
+pub struct GetResult {
+    pub status: GetStatus,
+    pub next_begin_offset: i64,
+    pub min_offset: i64,
+    pub max_offset: i64,
+    /// Concatenated stored records (message-format.md §4).
+    pub body: BytesMut,
+    pub message_count: usize,
+}
+
+/// Counters for GET_BROKER_RUNTIME_INFO.
+#[derive(Debug, Default)]
+pub struct StoreStats {
+    pub put_messages: AtomicU64,
+    pub put_bytes: AtomicU64,
+    pub got_messages: AtomicU64,
+}
+
+/// The store facade (cheap to share behind an `Arc`).
+pub struct MessageStore {
+    log: Arc<dyn ReplicatedLog>,
+    cqs: Arc<ConsumeQueueSet>,
+    index: Arc<KeyIndex>,
+    /// Next queue offset per (topic, queueId); a missing entry means "consume queue max".
+    queue_offsets: Mutex<HashMap<(String, i32), i64>>,
+    resync_needed: AtomicBool,
+    inflight: Arc<Semaphore>,
+    dispatched: watch::Receiver<DispatchMark>,
+    stop: CancellationToken,
+    dispatcher_task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// `brokerIP1:listenPort` written into STOREHOSTADDRESS.
+    pub store_host: SocketAddr,
+    /// Whether the store has been shut down (writes refused).
+    shut_down: AtomicBool,
+    pub stats: StoreStats,
+    /// Wall clock when the store started (bootTimestamp).
+    pub boot_ms: i64,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl MessageStore {
+    /// Opens consume queues and the index under `storePathRootDir`, recovers dispatch and
+    /// starts the dispatcher task. Must run inside a tokio runtime.
+    pub fn open(
+        cfg: &BrokerConfig,
+        log: Arc<dyn ReplicatedLog>,
+        store_host: SocketAddr,
+    ) -> Result<Arc<MessageStore>, StoreError> {
+        let cqs = Arc::new(ConsumeQueueSet::open(
+            &cfg.consume_queue_dir(),
+            cfg.mapped_file_size_consume_queue,
+        )?);
+        let index = Arc::new(KeyIndex::open(&cfg.index_dir(), IndexConfig::default())?);
+        let (dispatcher, dispatched) = Dispatcher::recover(
+            Arc::clone(&log),
+            Arc::clone(&cqs),
+            Arc::clone(&index),
+            cfg.message_delay_level_ms.clone(),
+        )?;
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(dispatcher.run(stop.clone()));
+        Ok(Arc::new(MessageStore {
+            log,
+            cqs,
+            index,
+            queue_offsets: Mutex::new(HashMap::new()),
+            resync_needed: AtomicBool::new(false),
+            inflight: Arc::new(Semaphore::new(MAX_INFLIGHT_PROPOSALS)),
+            dispatched,
+            stop,
+            dispatcher_task: std::sync::Mutex::new(Some(task)),
+            store_host,
+            shut_down: AtomicBool::new(false),
+            stats: StoreStats::default(),
+            boot_ms: now_ms(),
+        }))
+    }
+
+    /// The replicated log.
+    pub fn log(&self) -> &Arc<dyn ReplicatedLog> {
+        &self.log
+    }
+
+    /// The consume queues.
+    pub fn consume_queues(&self) -> &Arc<ConsumeQueueSet> {
+        &self.cqs
+    }
+
+    /// Progress of dispatch (long polling and the role machine watch it).
+    pub fn dispatched(&self) -> watch::Receiver<DispatchMark> {
+        self.dispatched.clone()
+    }
+
+    /// Ledger end/committed index, committed end position and dispatched position.
+    pub fn water_marks(&self) -> WaterMarks {
+        let committed = *self.log.committed().borrow();
+        WaterMarks {
+            ledger_end_index: self.log.end_index(),
+            committed_index: committed.index,
+            committed_pos: committed.end_pos,
+            dispatched_pos: self.dispatched.borrow().end_pos,
+        }
+    }
+
+    /// Java `recoverTopicQueueTable`: forget the in-memory counters so every queue continues
+    /// at its consume queue's max offset, and correct min offsets against the log. Call only
+    /// when dispatch has caught up with the log (the role machine guarantees it).
+    pub async fn recover_topic_queue_table(&self) {
+        let mut table = self.queue_offsets.lock().await;
+        table.clear();
+        self.resync_needed.store(false, Ordering::Release);
+        drop(table);
+        let min = min_physical_offset(self.log.as_ref());
+        if let Err(e) = self.cqs.correct_min_offsets(min) {
+            tracing::warn!(error = %e, "correcting consume-queue min offsets failed");
+        }
+    }
+
+    /// Appends records (all of one topic and queue) as consecutive entries and waits for the
+    /// quorum. `take_offsets` is false for records that get no queue offset (transaction
+    /// prepared/rollback).
+    pub async fn put_records(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        mut records: Vec<BytesMut>,
+        take_offsets: bool,
+    ) -> Result<PutResult, BrokerError> {
+        if self.shut_down.load(Ordering::Acquire) {
+            return Err(BrokerError::ServiceNotAvailable("store shut down".into()));
+        }
+        let n = records.len();
+        let permits = u32::try_from(n.max(1)).unwrap_or(u32::MAX);
+        let _permit = tokio::time::timeout(
+            Duration::from_secs(3),
+            Arc::clone(&self.inflight).acquire_many_owned(permits),
+        )
+        .await
+        .map_err(|_| BrokerError::AppendRefused(AppendRefusal::Busy("too many proposals in flight".into())))?
+        .map_err(|_| BrokerError::ServiceNotAvailable("store shut down".into()))?;
+
+        let mut pending = Vec::with_capacity(n);
+        let first_queue_offset;
+        {
+            let mut table = self.queue_offsets.lock().await;
+            if self.resync_needed.load(Ordering::Acquire) {
+                self.resync(&mut table).await?;
+            }
+            let key = (topic.to_owned(), queue_id);
+            let base = if take_offsets {
+                match table.get(&key) {
+                    Some(v) => *v,
+                    None => self.cqs.max_offset(topic, queue_id),
+                }
+            } else {
+                0
+            };
+            first_queue_offset = base;
+            let mut accepted = 0i64;
+            let mut failure = None;
+            for rec in records.iter_mut() {
+                if take_offsets {
+                    patch_queue_offset(rec, base + accepted)?;
+                }
+                let mut fut = self.log.propose(rec.split().freeze());
+                match poll_once(&mut fut).await {
+                    Poll::Ready(Err(e)) => {
+                        failure = Some(e);
+                        break;
+                    }
+                    Poll::Ready(Ok(p)) => pending.push(Proposal::Done(Ok(p))),
+                    Poll::Pending => pending.push(Proposal::Waiting(fut)),
+                }
+                accepted += 1;
+            }
+            if take_offsets && accepted > 0 {
+                table.insert(key, base + accepted);
+            }
+            if let Some(e) = failure {
+                drop(table);
+                if accepted == 0 {
+                    return Err(propose_error(e));
+                }
+                // Part of a batch is in the log: wait for it, then report the batch as
+                // indeterminate.
+                for p in pending {
+                    let _ = p.wait().await;
+                }
+                return Err(BrokerError::AppendIndeterminate(format!(
+                    "batch partially appended ({accepted} of {n}): {e:?}"
+                )));
+            }
+        }
+
+        let mut positions = Vec::with_capacity(n);
+        let mut first_err: Option<ProposeFailure> = None;
+        for p in pending {
+            match p.wait().await {
+                Ok(pos) => positions.push(pos),
+                Err(e) => {
+                    if !e.is_indeterminate() {
+                        // The offset was handed out but nothing was appended: a later record of
+                        // the queue may already hold the next offset. Resync before reuse.
+                        tracing::error!(topic, queue_id, error = ?e, "late definite append failure; queue offsets will be resynced");
+                        self.resync_needed.store(true, Ordering::Release);
+                    }
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(if positions.is_empty() && !e.is_indeterminate() {
+                propose_error(e)
+            } else if positions.is_empty() {
+                propose_error(e)
+            } else {
+                BrokerError::AppendIndeterminate(format!("batch partially committed: {e:?}"))
+            });
+        }
+        self.stats.put_messages.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(PutResult {
+            first_queue_offset,
+            positions,
+        })
+    }
+
+    /// Waits (bounded) for in-flight proposals to settle and dispatch to catch up, then
+    /// restarts every counter from its consume queue.
+    async fn resync(&self, table: &mut HashMap<(String, i32), i64>) -> Result<(), BrokerError> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+        let mut rx = self.dispatched.clone();
+        loop {
+            // This request holds its own permits; everything else must be back.
+            let others_idle = self.inflight.available_permits() + 1 >= MAX_INFLIGHT_PROPOSALS;
+            if others_idle && self.water_marks().caught_up() {
+                table.clear();
+                self.resync_needed.store(false, Ordering::Release);
+                tracing::info!("queue offsets resynced from consume queues");
+                return Ok(());
+            }
+            let wait = tokio::time::timeout_at(deadline, rx.changed());
+            match wait.await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(BrokerError::ServiceNotAvailable("store shut down".into())),
+                Err(_) => {
+                    return Err(BrokerError::AppendRefused(AppendRefusal::Busy(
+                        "queue offsets are being resynced".into(),
+                    )))
+                }
+            }
+        }
+    }
+
+    /// The committed record at physical offset `phys`, with PHYSICALOFFSET = `phys` (the
+    /// ledger stores what was proposed; the field is filled in on the way out).
+    pub fn read_message(&self, phys: i64) -> Option<Bytes> {
+        let rec = self.log.read_message(phys)?;
+        if physical_offset_field(&rec) == Some(phys) {
+            return Some(rec);
+        }
+        let mut b = BytesMut::from(&rec[..]);
+        let _ = patch_physical_offset(&mut b, phys);
+        Some(b.freeze())
+    }
+
+    /// Max logical offset of a queue.
+    pub fn max_offset(&self, topic: &str, queue_id: i32) -> i64 {
+        self.cqs.max_offset(topic, queue_id)
+    }
+
+    /// Min logical offset of a queue.
+    pub fn min_offset(&self, topic: &str, queue_id: i32) -> i64 {
+        self.cqs.min_offset(topic, queue_id)
+    }
+
+    /// Store time of the record at `phys` with `size`.
+    pub fn store_time_of(&self, phys: i64) -> Option<i64> {
+        let rec = self.log.read_message(phys)?;
+        read_store_timestamp(&rec).ok()
+    }
+
+    /// Store time of the first message of a queue (GET_EARLIEST_MSG_STORETIME); -1 if none.
+    pub fn earliest_store_time(&self, topic: &str, queue_id: i32) -> i64 {
+        let Some(q) = self.cqs.get(topic, queue_id) else {
+            return -1;
+        };
+        match q.get(q.min_offset()) {
+            Ok(Some(u)) => self.store_time_of(u.physical_offset).unwrap_or(-1),
+            _ => -1,
+        }
+    }
+
+    /// SEARCH_OFFSET_BY_TIMESTAMP.
+    pub fn offset_by_time(&self, topic: &str, queue_id: i32, ts: i64, upper: bool) -> i64 {
+        let Some(q) = self.cqs.get(topic, queue_id) else {
+            return 0;
+        };
+        let boundary = if upper {
+            TimeBoundary::Upper
+        } else {
+            TimeBoundary::Lower
+        };
+        q.offset_by_time(ts, boundary, |phys, _| self.store_time_of(phys))
+            .unwrap_or_else(|_| q.max_offset())
+    }
+
+    /// QUERY_MESSAGE: records of `topic` whose KEYS/UNIQ_KEY contains `key`.
+    pub fn query_by_key(
+        &self,
+        topic: &str,
+        key: &str,
+        max_num: usize,
+        begin_ts: i64,
+        end_ts: i64,
+    ) -> Result<(Vec<Bytes>, i64, i64), StoreError> {
+        let r = self.index.query(topic, key, max_num.min(64), begin_ts, end_ts)?;
+        let mut out = Vec::new();
+        for phys in r.physical_offsets {
+            if let Some(rec) = self.read_message(phys) {
+                out.push(rec);
+            }
+        }
+        Ok((out, r.last_update_timestamp, r.last_update_phys_offset))
+    }
+
+    /// Pull lookup (Java `getMessage`). `accept` filters by consume-queue tag code.
+    /// `correct_offsets` is false on a slave (offsets are not corrected there).
+    #[allow(clippy::too_many_arguments)]
+    pub fn get_messages(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_msgs: usize,
+        max_bytes: usize,
+        correct_offsets: bool,
+        accept: &dyn Fn(i64) -> bool,
+    ) -> GetResult {
+        let correction = |old: i64, new: i64| if correct_offsets { new } else { old };
+        let mut r = GetResult {
+            status: GetStatus::NoMatchedLogicQueue,
+            next_begin_offset: correction(offset, 0),
+            min_offset: 0,
+            max_offset: 0,
+            body: BytesMut::new(),
+            message_count: 0,
+        };
+        let Some(q) = self.cqs.get(topic, queue_id) else {
+            return r;
+        };
+        let (min, max) = (q.min_offset(), q.max_offset());
+        r.min_offset = min;
+        r.max_offset = max;
+        if max == 0 {
+            r.status = GetStatus::NoMessageInQueue;
+            r.next_begin_offset = correction(offset, 0);
+            return r;
+        }
+        if offset < min {
+            r.status = GetStatus::OffsetTooSmall;
+            r.next_begin_offset = correction(offset, min);
+            return r;
+        }
+        if offset == max {
+            r.status = GetStatus::OffsetOverflowOne;
+            r.next_begin_offset = offset;
+            return r;
+        }
+        if offset > max {
+            r.status = GetStatus::OffsetOverflowBadly;
+            r.next_begin_offset = correction(offset, max);
+            return r;
+        }
+        let units = match q.read_units(offset, max_msgs.clamp(1, 1024).max(max_msgs.min(1024))) {
+            Ok(u) => u,
+            Err(e) => {
+                tracing::warn!(error = %e, topic, queue_id, "reading consume queue failed");
+                Vec::new()
+            }
+        };
+        if units.is_empty() {
+            r.status = GetStatus::OffsetFoundNull;
+            r.next_begin_offset = offset;
+            return r;
+        }
+        let mut status = GetStatus::NoMatchedMessage;
+        let mut next = offset;
+        let limit = max_msgs.max(1);
+        for u in units {
+            if r.message_count >= limit
+                || (r.message_count > 0 && r.body.len() + u.size as usize > max_bytes)
+            {
+                break;
+            }
+            next += 1;
+            if !accept(u.tag_code) {
+                continue;
+            }
+            match self.log.read_message(u.physical_offset) {
+                Some(rec) => {
+                    let start = r.body.len();
+                    r.body.extend_from_slice(&rec);
+                    let _ = patch_physical_offset(&mut r.body[start..], u.physical_offset);
+                    r.message_count += 1;
+                }
+                None => {
+                    if r.message_count == 0 {
+                        status = GetStatus::MessageWasRemoving;
+                    }
+                }
+            }
+        }
+        if r.message_count > 0 {
+            status = GetStatus::Found;
+            self.stats
+                .got_messages
+                .fetch_add(r.message_count as u64, Ordering::Relaxed);
+        }
+        r.status = status;
+        r.next_begin_offset = next;
+        r
+    }
+
+    /// Commit-log max offset (the committed end, as a physical offset bound).
+    pub fn commit_log_max_offset(&self) -> i64 {
+        self.log.committed().borrow().end_pos
+    }
+
+    /// Commit-log min offset.
+    pub fn commit_log_min_offset(&self) -> i64 {
+        min_physical_offset(self.log.as_ref())
+    }
+
+    /// Bytes committed but not yet dispatched.
+    pub fn dispatch_behind_bytes(&self) -> i64 {
+        let m = self.water_marks();
+        (m.committed_pos - m.dispatched_pos).max(0)
+    }
+
+    /// Flushes consume queues and the index (periodic and at shutdown).
+    pub fn flush(&self) -> Result<(), StoreError> {
+        self.cqs.flush_all()?;
+        self.index.flush()
+    }
+
+    /// Refuses new writes, stops the dispatcher (which flushes), then shuts the log down.
+    pub async fn shutdown(&self) {
+        if self.shut_down.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.inflight.close();
+        self.stop.cancel();
+        let task = self
+            .dispatcher_task
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(t) = task {
+            let _ = t.await;
+        }
+        self.log.shutdown().await;
+    }
+
+    /// The record's physical offset for an entry position.
+    pub fn physical_offset_of(pos: &LogPosition) -> i64 {
+        pos.pos + DLEDGER_ENTRY_HEADER_LEN
+    }
+}
+
+enum Proposal {
+    Done(Result<LogPosition, ProposeFailure>),
+    Waiting(super::commit_log::ProposeFuture),
+}
+
+impl Proposal {
+    async fn wait(self) -> Result<LogPosition, ProposeFailure> {
+        match self {
+            Proposal::Done(r) => r,
+            Proposal::Waiting(f) => f.await,
+        }
+    }
+}
+
+fn physical_offset_field(rec: &[u8]) -> Option<i64> {
+    let b = rec.get(PHYSICAL_OFFSET_POS..PHYSICAL_OFFSET_POS + 8)?;
+    let mut a = [0u8; 8];
+    a.copy_from_slice(b);
+    Some(i64::from_be_bytes(a))
+}
+
+/// Polls `fut` exactly once.
+async fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
+    std::future::poll_fn(|cx| Poll::Ready(std::pin::Pin::new(&mut *fut).poll(cx))).await
+}
+
+/// Maps a ledger failure to the broker error (broker-roles.md §7).
+pub fn propose_error(e: ProposeFailure) -> BrokerError {
+    match e {
+        ProposeFailure::NotLeader => BrokerError::AppendRefused(AppendRefusal::NotLeader),
+        ProposeFailure::Busy(why) => BrokerError::AppendRefused(AppendRefusal::Busy(why)),
+        ProposeFailure::Unavailable(why) => {
+            BrokerError::AppendRefused(AppendRefusal::Unavailable(why))
+        }
+        ProposeFailure::Timeout => {
+            BrokerError::AppendIndeterminate("in-sync replicas not enough".into())
+        }
+        ProposeFailure::TermChanged => BrokerError::AppendIndeterminate("UNKNOWN_ERROR".into()),
+    }
+}
