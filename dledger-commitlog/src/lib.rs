@@ -23,6 +23,7 @@
 
 pub mod config;
 pub mod core;
+pub mod sim;
 pub mod format;
 pub mod runtime;
 pub mod store;

@@ -32,7 +32,8 @@ pub struct BugInjection {
     pub no_commit_clamp: bool,
     /// DLedger #282: a full push buffer wedges request handling (nothing is answered again).
     pub blocking_rpc_queue: bool,
-    /// DLedger #61: INCONSISTENT_STATE does not send the dispatcher back to COMPARE.
+    /// DLedger #61: once in APPEND, nothing (INCONSISTENT_STATE, resend limit, refusal) sends
+    /// the dispatcher back to COMPARE.
     pub no_recompare: bool,
 }
 
@@ -99,8 +100,8 @@ impl CoreConfig {
             peers: peers.iter().map(|p| (*p).to_owned()).collect(),
             heartbeat_interval_ms: 200,
             max_heartbeat_leak: 3,
-            min_vote_interval_ms: 300,
-            max_vote_interval_ms: 600,
+            min_vote_interval_ms: 150,
+            max_vote_interval_ms: 450,
             max_pending_requests: 10_000,
             max_wait_ack_time_ms: 2_500,
             max_push_timeout_ms: 1_000,
@@ -123,13 +124,17 @@ impl CoreConfig {
 
     /// Leader lease / follower patience: `heartBeatTimeIntervalMs x maxHeartBeatLeak`.
     pub fn lease_ms(&self) -> u64 {
-        self.heartbeat_interval_ms.saturating_mul(self.max_heartbeat_leak)
+        self.heartbeat_interval_ms
+            .saturating_mul(self.max_heartbeat_leak)
     }
 
     /// Check the values make sense together; the error says which one does not.
     pub fn validate(&self) -> Result<(), String> {
-        if !self.peers.iter().any(|p| *p == self.self_id) {
-            return Err(format!("selfId {} is not in peers {:?}", self.self_id, self.peers));
+        if !self.peers.contains(&self.self_id) {
+            return Err(format!(
+                "selfId {} is not in peers {:?}",
+                self.self_id, self.peers
+            ));
         }
         let mut sorted = self.peers.clone();
         sorted.sort();
@@ -140,11 +145,17 @@ impl CoreConfig {
         if self.heartbeat_interval_ms == 0 || self.max_heartbeat_leak == 0 {
             return Err("heartBeatTimeIntervalMs and maxHeartBeatLeak must be > 0".into());
         }
-        if self.min_vote_interval_ms == 0 || self.max_vote_interval_ms <= self.min_vote_interval_ms {
+        if self.min_vote_interval_ms == 0 || self.max_vote_interval_ms <= self.min_vote_interval_ms
+        {
             return Err("need 0 < minVoteIntervalMs < maxVoteIntervalMs".into());
         }
-        if self.push_inflight_max == 0 || self.follower_buffer_max == 0 || self.max_pending_requests == 0 {
-            return Err("push_inflight_max, follower_buffer_max, maxPendingRequestsNum must be > 0".into());
+        if self.push_inflight_max == 0
+            || self.follower_buffer_max == 0
+            || self.max_pending_requests == 0
+        {
+            return Err(
+                "push_inflight_max, follower_buffer_max, maxPendingRequestsNum must be > 0".into(),
+            );
         }
         if self.max_batch_push_entries == 0 {
             return Err("max_batch_push_entries must be > 0".into());

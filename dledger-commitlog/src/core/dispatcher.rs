@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 
 use super::log::{Index, LogEntry, RaftLog, Term};
 use super::member_state::Role;
-use super::messages::{DLedgerCode, DLedgerEntry, PushEntryRequest, PushEntryResponse, PushType, Request};
+use super::messages::{
+    DLedgerCode, DLedgerEntry, PushEntryRequest, PushEntryResponse, PushType, Request,
+};
 use super::node::{CallCtx, CallFailure, Node};
 
 /// Resends of the lowest push before falling back to COMPARE.
@@ -29,9 +31,20 @@ pub(crate) struct Inflight {
 /// Dispatcher state (spec §9.3 `type`).
 #[derive(Clone, Debug)]
 pub(crate) enum DispatchState {
-    Compare { index: Option<Index>, waiting: bool, retry_ms: u64 },
-    Truncate { index: Index, waiting: bool, retry_ms: u64 },
-    Append { next: Index, inflight: BTreeMap<Index, Inflight> },
+    Compare {
+        index: Option<Index>,
+        waiting: bool,
+        retry_ms: u64,
+    },
+    Truncate {
+        index: Index,
+        waiting: bool,
+        retry_ms: u64,
+    },
+    Append {
+        next: Index,
+        inflight: BTreeMap<Index, Inflight>,
+    },
 }
 
 /// Leader-side view of one follower.
@@ -56,7 +69,11 @@ impl PeerDispatch {
             last_ack_ms: now_ms,
             alive: true,
             epoch: 0,
-            state: DispatchState::Compare { index: None, waiting: false, retry_ms: 0 },
+            state: DispatchState::Compare {
+                index: None,
+                waiting: false,
+                retry_ms: 0,
+            },
             last_commit_sent: -1,
         }
     }
@@ -85,17 +102,43 @@ impl<L: RaftLog> Node<L> {
         }
     }
 
-    fn to_compare(&mut self, peer: usize, index: Option<Index>, retry_ms: u64) {
-        self.switch(peer, DispatchState::Compare { index, waiting: false, retry_ms });
+    fn enter_compare(&mut self, peer: usize, index: Option<Index>, retry_ms: u64) {
+        let appending = self
+            .dispatch(peer)
+            .is_some_and(|d| matches!(d.state, DispatchState::Append { .. }));
+        if appending && bug!(self.cfg, no_recompare) {
+            return; // bug #61: once appending, a follower is never re-compared
+        }
+        self.switch(
+            peer,
+            DispatchState::Compare {
+                index,
+                waiting: false,
+                retry_ms,
+            },
+        );
     }
 
-    fn to_truncate(&mut self, peer: usize, index: Index) {
+    fn enter_truncate(&mut self, peer: usize, index: Index) {
         let now = self.now_ms;
-        self.switch(peer, DispatchState::Truncate { index, waiting: false, retry_ms: now });
+        self.switch(
+            peer,
+            DispatchState::Truncate {
+                index,
+                waiting: false,
+                retry_ms: now,
+            },
+        );
     }
 
-    fn to_append(&mut self, peer: usize, matched: Index) {
-        self.switch(peer, DispatchState::Append { next: matched + 1, inflight: BTreeMap::new() });
+    fn enter_append(&mut self, peer: usize, matched: Index) {
+        self.switch(
+            peer,
+            DispatchState::Append {
+                next: matched + 1,
+                inflight: BTreeMap::new(),
+            },
+        );
         if let Some(d) = self.dispatch(peer) {
             d.match_index = matched;
             d.last_commit_sent = -1;
@@ -121,19 +164,35 @@ impl<L: RaftLog> Node<L> {
         let (begin, end) = (self.log.begin_index(), self.log.end_index());
         let Some(d) = self.dispatch(peer) else { return };
         match d.state.clone() {
-            DispatchState::Compare { index, waiting, retry_ms } => {
+            DispatchState::Compare {
+                index,
+                waiting,
+                retry_ms,
+            } => {
                 if waiting || now < retry_ms || end < begin {
                     return;
                 }
                 let ci = index.filter(|i| (begin..=end).contains(i)).unwrap_or(end);
-                d.state = DispatchState::Compare { index: Some(ci), waiting: true, retry_ms };
+                d.state = DispatchState::Compare {
+                    index: Some(ci),
+                    waiting: true,
+                    retry_ms,
+                };
                 self.send_single(peer, PushType::COMPARE, ci);
             }
-            DispatchState::Truncate { index, waiting, retry_ms } => {
+            DispatchState::Truncate {
+                index,
+                waiting,
+                retry_ms,
+            } => {
                 if waiting || now < retry_ms {
                     return;
                 }
-                d.state = DispatchState::Truncate { index, waiting: true, retry_ms };
+                d.state = DispatchState::Truncate {
+                    index,
+                    waiting: true,
+                    retry_ms,
+                };
                 self.send_single(peer, PushType::TRUNCATE, index);
             }
             DispatchState::Append { .. } => self.pump_append(peer),
@@ -143,33 +202,49 @@ impl<L: RaftLog> Node<L> {
     fn send_single(&mut self, peer: usize, kind: PushType, index: Index) {
         match self.log.entry(index) {
             Ok(e) => self.send_push(peer, kind, vec![e]),
-            Err(_) => self.to_compare(peer, None, self.backoff_ms()),
+            Err(_) => self.enter_compare(peer, None, self.backoff_ms()),
         }
     }
 
     fn pump_append(&mut self, peer: usize) {
         let now = self.now_ms;
         let end = self.log.end_index();
-        let per_push = if self.cfg.enable_batch_push { self.cfg.max_batch_push_entries } else { 1 };
+        let per_push = if self.cfg.enable_batch_push {
+            self.cfg.max_batch_push_entries
+        } else {
+            1
+        };
         loop {
             let Some(d) = self.dispatch(peer) else { return };
-            let DispatchState::Append { next, inflight } = &d.state else { return };
+            let DispatchState::Append { next, inflight } = &d.state else {
+                return;
+            };
             let next = *next;
             if next > end || inflight.len() >= self.cfg.push_inflight_max {
                 break;
             }
-            let entries = match self.log.entries(next, per_push, self.cfg.max_batch_push_bytes) {
+            let entries = match self
+                .log
+                .entries(next, per_push, self.cfg.max_batch_push_bytes)
+            {
                 Ok(v) if !v.is_empty() => v,
                 _ => {
                     // Deleted below begin or unreadable: find a new common point (R11).
-                    self.to_compare(peer, None, self.backoff_ms());
+                    self.enter_compare(peer, None, self.backoff_ms());
                     return;
                 }
             };
             let count = entries.len();
             if let Some(d) = self.dispatch(peer) {
                 if let DispatchState::Append { next, inflight } = &mut d.state {
-                    inflight.insert(*next, Inflight { count, sent_ms: now, attempts: 0 });
+                    inflight.insert(
+                        *next,
+                        Inflight {
+                            count,
+                            sent_ms: now,
+                            attempts: 0,
+                        },
+                    );
                     *next += count as Index;
                 }
             }
@@ -180,20 +255,22 @@ impl<L: RaftLog> Node<L> {
         let push_timeout_ms = self.cfg.max_push_timeout_ms;
         let Some(d) = self.dispatch(peer) else { return };
         let (matched, last_commit_sent) = (d.match_index, d.last_commit_sent);
-        let DispatchState::Append { next, inflight } = &mut d.state else { return };
+        let DispatchState::Append { next, inflight } = &mut d.state else {
+            return;
+        };
         let next = *next;
         let lowest = inflight.first_key_value().map(|(k, v)| (*k, *v));
         match lowest {
             Some((first, f)) => {
                 if first != matched + 1 {
-                    self.to_compare(peer, None, now);
+                    self.enter_compare(peer, None, now);
                     return;
                 }
                 if now.saturating_sub(f.sent_ms) < push_timeout_ms {
                     return;
                 }
                 if f.attempts >= MAX_RESENDS {
-                    self.to_compare(peer, None, now);
+                    self.enter_compare(peer, None, now);
                     return;
                 }
                 if let Some(x) = inflight.get_mut(&first) {
@@ -202,7 +279,7 @@ impl<L: RaftLog> Node<L> {
                 }
                 match self.log.entries(first, f.count, usize::MAX) {
                     Ok(v) if !v.is_empty() => self.send_push(peer, PushType::APPEND, v),
-                    _ => self.to_compare(peer, None, self.backoff_ms()),
+                    _ => self.enter_compare(peer, None, self.backoff_ms()),
                 }
             }
             None => {
@@ -215,13 +292,19 @@ impl<L: RaftLog> Node<L> {
     }
 
     fn send_push(&mut self, peer: usize, kind: PushType, entries: Vec<LogEntry>) {
-        let Some(epoch) = self.dispatch(peer).map(|d| d.epoch) else { return };
+        let Some(epoch) = self.dispatch(peer).map(|d| d.epoch) else {
+            return;
+        };
         let first = entries.first().map_or(-1, |e| e.index);
         let count = entries.len();
         let wire: Vec<DLedgerEntry> = entries.iter().map(DLedgerEntry::from).collect();
         let common = self.common_to(peer);
         let batch = kind == PushType::APPEND && self.cfg.enable_batch_push;
-        let (entry, batch_entry) = if batch { (None, wire) } else { (wire.into_iter().next(), Vec::new()) };
+        let (entry, batch_entry) = if batch {
+            (None, wire)
+        } else {
+            (wire.into_iter().next(), Vec::new())
+        };
         let req = PushEntryRequest {
             batch_entry,
             code: DLedgerCode::SUCCESS,
@@ -234,12 +317,23 @@ impl<L: RaftLog> Node<L> {
             term: self.ms.term,
             push_type: kind,
         };
-        let ctx = PushCtx { term: self.ms.term, peer, epoch, kind, first, count };
+        let ctx = PushCtx {
+            term: self.ms.term,
+            peer,
+            epoch,
+            kind,
+            first,
+            count,
+        };
         self.call(peer, CallCtx::Push(ctx), Request::Push(req));
     }
 
     /// A follower answered (or did not answer) a push.
-    pub(crate) fn on_push_response(&mut self, ctx: PushCtx, result: Result<PushEntryResponse, CallFailure>) {
+    pub(crate) fn on_push_response(
+        &mut self,
+        ctx: PushCtx,
+        result: Result<PushEntryResponse, CallFailure>,
+    ) {
         if let Ok(p) = &result {
             if p.code == DLedgerCode::EXPIRED_TERM && p.term > self.ms.term {
                 self.become_follower(p.term, None);
@@ -250,7 +344,9 @@ impl<L: RaftLog> Node<L> {
             return;
         }
         let now = self.now_ms;
-        let Some(d) = self.dispatch(ctx.peer) else { return };
+        let Some(d) = self.dispatch(ctx.peer) else {
+            return;
+        };
         if result.is_ok() {
             d.last_ack_ms = now;
         }
@@ -261,8 +357,8 @@ impl<L: RaftLog> Node<L> {
         match ctx.kind {
             PushType::COMPARE => self.on_compare_response(peer, ctx.first, result),
             PushType::TRUNCATE => match result {
-                Ok(p) if p.code == DLedgerCode::SUCCESS => self.to_append(peer, ctx.first),
-                _ => self.to_compare(peer, None, self.backoff_ms()),
+                Ok(p) if p.code == DLedgerCode::SUCCESS => self.enter_append(peer, ctx.first),
+                _ => self.enter_compare(peer, None, self.backoff_ms()),
             },
             PushType::APPEND => match result {
                 Ok(p) if p.code == DLedgerCode::SUCCESS => {
@@ -277,27 +373,30 @@ impl<L: RaftLog> Node<L> {
                 }
                 Ok(p) if p.code == DLedgerCode::REPEATED_PUSH => {}
                 Ok(p) if p.code == DLedgerCode::INCONSISTENT_STATE => {
-                    if !bug!(self.cfg, no_recompare) {
-                        self.to_compare(peer, None, now);
-                    }
+                    self.enter_compare(peer, None, now)
                 }
-                Ok(_) => self.to_compare(peer, None, self.backoff_ms()),
+                Ok(_) => self.enter_compare(peer, None, self.backoff_ms()),
                 Err(_) => {}
             },
             PushType::COMMIT => {}
         }
     }
 
-    fn on_compare_response(&mut self, peer: usize, ci: Index, result: Result<PushEntryResponse, CallFailure>) {
+    fn on_compare_response(
+        &mut self,
+        peer: usize,
+        ci: Index,
+        result: Result<PushEntryResponse, CallFailure>,
+    ) {
         let (lb, le) = (self.log.begin_index(), self.log.end_index());
         match result {
             Ok(p) if p.code == DLedgerCode::SUCCESS => {
                 if p.end_index == ci {
-                    self.to_append(peer, ci);
+                    self.enter_append(peer, ci);
                 } else if p.end_index > ci {
-                    self.to_truncate(peer, ci);
+                    self.enter_truncate(peer, ci);
                 } else {
-                    self.to_compare(peer, None, self.backoff_ms());
+                    self.enter_compare(peer, None, self.backoff_ms());
                 }
             }
             Ok(p) if p.code == DLedgerCode::INCONSISTENT_STATE => {
@@ -310,11 +409,11 @@ impl<L: RaftLog> Node<L> {
                     Some(ci - 1)
                 };
                 match next {
-                    Some(n) if n >= lb => self.to_compare(peer, Some(n), self.now_ms),
-                    _ => self.to_truncate(peer, lb),
+                    Some(n) if n >= lb => self.enter_compare(peer, Some(n), self.now_ms),
+                    _ => self.enter_truncate(peer, lb),
                 }
             }
-            _ => self.to_compare(peer, Some(ci), self.backoff_ms()),
+            _ => self.enter_compare(peer, Some(ci), self.backoff_ms()),
         }
     }
 }

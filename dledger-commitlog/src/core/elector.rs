@@ -76,7 +76,9 @@ impl<L: RaftLog> Node<L> {
     }
 
     fn check_votes(&mut self) {
-        let Some((term, pre)) = self.election.round else { return };
+        let Some((term, pre)) = self.election.round else {
+            return;
+        };
         if self.election.granted.len() < self.cfg.quorum() || self.ms.role != Role::Candidate {
             return;
         }
@@ -93,7 +95,8 @@ impl<L: RaftLog> Node<L> {
             Role::Leader => true,
             Role::Follower => {
                 self.ms.leader.is_some()
-                    && self.now_ms.saturating_sub(self.ms.last_leader_contact_ms) < self.cfg.lease_ms()
+                    && self.now_ms.saturating_sub(self.ms.last_leader_contact_ms)
+                        < self.cfg.lease_ms()
             }
             Role::Candidate => false,
         }
@@ -131,6 +134,15 @@ impl<L: RaftLog> Node<L> {
         }
         if r.term > self.ms.term {
             // A real vote at a higher term passed a pre-vote quorum (or is a transfer).
+            if let Some(reject) = self.log_check(r) {
+                // We hold a better log than the candidate, and nobody leads the new term yet:
+                // campaign soon instead of waiting a whole lease as a leaderless follower.
+                self.adopt_term(r.term);
+                if self.ms.role != Role::Candidate {
+                    self.become_candidate();
+                }
+                return reject;
+            }
             match self.ms.role {
                 Role::Candidate => self.adopt_term(r.term),
                 _ => self.become_follower(r.term, None),
@@ -199,7 +211,11 @@ impl<L: RaftLog> Node<L> {
 
     /// Accept `leader` as the leader of `term` if the rules allow (shared by HEART_BEAT and
     /// PUSH); returns the error code otherwise.
-    pub(crate) fn accept_leader(&mut self, leader_id: Option<&str>, term: i64) -> Result<usize, DLedgerCode> {
+    pub(crate) fn accept_leader(
+        &mut self,
+        leader_id: Option<&str>,
+        term: i64,
+    ) -> Result<usize, DLedgerCode> {
         let Some(leader) = leader_id.and_then(|l| self.peer_index(l)) else {
             return Err(DLedgerCode::UNKNOWN_MEMBER);
         };
@@ -212,7 +228,9 @@ impl<L: RaftLog> Node<L> {
         if term == self.ms.term {
             match (self.ms.role, self.ms.leader) {
                 (Role::Leader, _) => return Err(DLedgerCode::INCONSISTENT_LEADER),
-                (Role::Follower, Some(l)) if l != leader => return Err(DLedgerCode::INCONSISTENT_LEADER),
+                (Role::Follower, Some(l)) if l != leader => {
+                    return Err(DLedgerCode::INCONSISTENT_LEADER)
+                }
                 (Role::Follower, Some(_)) => {
                     self.ms.last_leader_contact_ms = self.now_ms;
                     return Ok(leader);
@@ -241,7 +259,11 @@ impl<L: RaftLog> Node<L> {
         for peer in 0..self.cfg.peers.len() {
             if peer != self.me {
                 let req = self.common_to(peer);
-                self.call(peer, CallCtx::HeartBeat { term, peer }, Request::HeartBeat(req));
+                self.call(
+                    peer,
+                    CallCtx::HeartBeat { term, peer },
+                    Request::HeartBeat(req),
+                );
             }
         }
         let next = self.now_ms + self.cfg.heartbeat_interval_ms;
@@ -250,7 +272,12 @@ impl<L: RaftLog> Node<L> {
         }
     }
 
-    pub(crate) fn on_heartbeat_response(&mut self, term: i64, peer: usize, r: Result<HeartBeatResponse, CallFailure>) {
+    pub(crate) fn on_heartbeat_response(
+        &mut self,
+        term: i64,
+        peer: usize,
+        r: Result<HeartBeatResponse, CallFailure>,
+    ) {
         let now = self.now_ms;
         match r {
             Ok(h) if h.code == DLedgerCode::SUCCESS => {
@@ -286,7 +313,9 @@ impl<L: RaftLog> Node<L> {
         let lease = self.cfg.lease_ms();
         let me = self.me;
         let quorum = self.cfg.quorum();
-        let Some(l) = self.leader.as_mut() else { return };
+        let Some(l) = self.leader.as_mut() else {
+            return;
+        };
         let live = l
             .peers
             .iter()
@@ -308,7 +337,10 @@ impl<L: RaftLog> Node<L> {
             l.next_preferred_check_ms = now + 1_000;
         }
         for p in expired {
-            self.actions.push_back(Action::ProposeDone { id: p.id, result: Err(ProposeError::Timeout) });
+            self.actions.push_back(Action::ProposeDone {
+                id: p.id,
+                result: Err(ProposeError::Timeout),
+            });
         }
         if heartbeat_due {
             self.send_heartbeats();
@@ -319,13 +351,17 @@ impl<L: RaftLog> Node<L> {
     }
 
     fn check_preferred_leader(&mut self) {
-        if self.cfg.preferred_leader_ids.is_empty() || self.cfg.preferred_leader_ids.contains(&self.cfg.self_id) {
+        if self.cfg.preferred_leader_ids.is_empty()
+            || self.cfg.preferred_leader_ids.contains(&self.cfg.self_id)
+        {
             return;
         }
         let end = self.log.end_index();
         let lease = self.cfg.lease_ms();
         let now = self.now_ms;
-        let Some(l) = self.leader.as_ref() else { return };
+        let Some(l) = self.leader.as_ref() else {
+            return;
+        };
         if l.transfer.is_some() {
             return;
         }
@@ -334,7 +370,11 @@ impl<L: RaftLog> Node<L> {
             .preferred_leader_ids
             .iter()
             .filter_map(|id| self.peer_index(id))
-            .filter(|&p| p != self.me && l.peers[p].alive && now.saturating_sub(l.peers[p].last_ack_ms) < lease)
+            .filter(|&p| {
+                p != self.me
+                    && l.peers[p].alive
+                    && now.saturating_sub(l.peers[p].last_ack_ms) < lease
+            })
             .map(|p| (end - l.peers[p].match_index, p))
             .filter(|(lag, _)| *lag < self.cfg.transfer_max_lag())
             .min();
@@ -350,7 +390,9 @@ impl<L: RaftLog> Node<L> {
             return DLedgerCode::UNKNOWN_MEMBER;
         };
         let end = self.log.end_index();
-        let deadline = self.now_ms + self.cfg.leadership_transfer_wait_timeout_ms + self.cfg.max_vote_interval_ms;
+        let deadline = self.now_ms
+            + self.cfg.leadership_transfer_wait_timeout_ms
+            + self.cfg.max_vote_interval_ms;
         let max_lag = self.cfg.transfer_max_lag();
         let Some(l) = self.leader.as_mut() else {
             return DLedgerCode::NOT_LEADER;
@@ -361,7 +403,11 @@ impl<L: RaftLog> Node<L> {
         if l.transfer.is_some() {
             return DLedgerCode::LEADER_TRANSFERRING;
         }
-        l.transfer = Some(Transfer { peer, sent: false, deadline_ms: deadline });
+        l.transfer = Some(Transfer {
+            peer,
+            sent: false,
+            deadline_ms: deadline,
+        });
         DLedgerCode::SUCCESS
     }
 
@@ -369,7 +415,9 @@ impl<L: RaftLog> Node<L> {
     pub(crate) fn maybe_send_transfer(&mut self) {
         let mark = self.self_mark();
         let term = self.ms.term;
-        let Some(l) = self.leader.as_mut() else { return };
+        let Some(l) = self.leader.as_mut() else {
+            return;
+        };
         let Some(t) = l.transfer.as_mut() else { return };
         if t.sent || l.peers[t.peer].match_index < mark {
             return;
@@ -377,7 +425,11 @@ impl<L: RaftLog> Node<L> {
         t.sent = true;
         let peer = t.peer;
         let req = self.transfer_request(peer);
-        self.call(peer, CallCtx::Transfer { term }, Request::LeadershipTransfer(req));
+        self.call(
+            peer,
+            CallCtx::Transfer { term },
+            Request::LeadershipTransfer(req),
+        );
     }
 
     /// Whether proposals are refused because a transfer is running.
@@ -385,7 +437,10 @@ impl<L: RaftLog> Node<L> {
         self.leader.as_ref().is_some_and(|l| l.transfer.is_some())
     }
 
-    pub(crate) fn on_transfer_request(&mut self, r: &LeadershipTransferRequest) -> LeadershipTransferResponse {
+    pub(crate) fn on_transfer_request(
+        &mut self,
+        r: &LeadershipTransferRequest,
+    ) -> LeadershipTransferResponse {
         let code = if r.transferee_id.as_deref() == Some(self.cfg.self_id.as_str()) {
             self.take_leadership(r)
         } else if let Some(to) = r.transferee_id.clone() {
@@ -421,7 +476,11 @@ impl<L: RaftLog> Node<L> {
         }
         self.ms.role = Role::Candidate;
         self.ms.leader = None;
-        self.actions.push_back(Action::RoleChanged { role: Role::Candidate, term: self.ms.term, leader: None });
+        self.actions.push_back(Action::RoleChanged {
+            role: Role::Candidate,
+            term: self.ms.term,
+            leader: None,
+        });
         self.start_round(true);
         DLedgerCode::SUCCESS
     }

@@ -11,8 +11,10 @@
 //! * a repeated push of entries already held answers SUCCESS (its ack was lost);
 //! * `committed = max(committed, min(leader commit, verified_end))`, so the committed index never
 //!   exceeds the local end nor covers an unverified entry (R7); nothing at or below the
-//!   committed index is ever truncated;
-//! * in sync-flush mode, APPEND/TRUNCATE successes are answered once the entries are flushed.
+//!   committed index is ever truncated, nor anything the current leader already sent (a
+//!   duplicated TRUNCATE must not undo acknowledged appends);
+//! * in sync-flush mode, APPEND/TRUNCATE/COMPARE successes are answered once the entries are
+//!   flushed.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -46,7 +48,11 @@ pub(crate) struct FollowerBuffer {
 
 impl Default for FollowerBuffer {
     fn default() -> Self {
-        FollowerBuffer { pending: BTreeMap::new(), verified_end: -1, deferred: VecDeque::new() }
+        FollowerBuffer {
+            pending: BTreeMap::new(),
+            verified_end: -1,
+            deferred: VecDeque::new(),
+        }
     }
 }
 
@@ -64,13 +70,21 @@ fn log_error_code(e: &LogError) -> DLedgerCode {
 
 impl<L: RaftLog> Node<L> {
     /// Response to `r` with `code` and our current ledger range.
-    pub(crate) fn push_response(&self, r: &PushEntryRequest, code: DLedgerCode) -> PushEntryResponse {
+    pub(crate) fn push_response(
+        &self,
+        r: &PushEntryRequest,
+        code: DLedgerCode,
+    ) -> PushEntryResponse {
         let (begin, end) = (self.log.begin_index(), self.log.end_index());
         let commit = r.push_type == PushType::COMMIT;
         PushEntryResponse {
             begin_index: if end >= begin { begin } else { -1 },
             code,
-            count: if commit { 0 } else { i32::try_from(r.count()).unwrap_or(i32::MAX) },
+            count: if commit {
+                0
+            } else {
+                i32::try_from(r.count()).unwrap_or(i32::MAX)
+            },
             end_index: end,
             group: r.group.clone(),
             index: if commit { None } else { Some(r.first_index()) },
@@ -78,7 +92,11 @@ impl<L: RaftLog> Node<L> {
             local_id: None,
             remote_id: None,
             // Our term when refusing an older leader, so it learns it is stale.
-            term: if code == DLedgerCode::EXPIRED_TERM { self.ms.term } else { r.term },
+            term: if code == DLedgerCode::EXPIRED_TERM {
+                self.ms.term
+            } else {
+                r.term
+            },
         }
     }
 
@@ -100,7 +118,9 @@ impl<L: RaftLog> Node<L> {
             PushType::COMPARE => {
                 self.clear_buffer();
                 let code = self.compare(&r);
-                self.reply_push(id, &r, code);
+                // A match counts as replication for the leader: in sync-flush mode, only once flushed.
+                let last = r.first_index();
+                self.reply_after_flush(id, &r, code, last);
             }
             PushType::TRUNCATE => {
                 self.clear_buffer();
@@ -135,23 +155,33 @@ impl<L: RaftLog> Node<L> {
         }
         let matches = matches!(self.log.entry(e.index), Ok(local) if same_entry(&local, &e));
         let result = if matches {
-            if e.index < self.committed {
+            // Entries this leader already gave us (verified in this term) stay: a delayed or
+            // duplicated TRUNCATE must not remove what we have acknowledged since.
+            let keep = e.index.max(self.buffer.verified_end).min(end);
+            if keep < self.committed {
                 return DLedgerCode::INCONSISTENT_STATE; // would drop committed entries
             }
-            self.log.truncate_after(e.index)
+            if keep < end {
+                self.log.truncate_after(keep)
+            } else {
+                Ok(())
+            }
         } else {
             if e.index <= self.committed {
                 return DLedgerCode::INCONSISTENT_STATE; // would overwrite a committed entry
             }
-            self.log.truncate_after(e.index - 1).and_then(|()| self.log.append_follower(&e))
+            self.log
+                .truncate_after(e.index - 1)
+                .and_then(|()| self.log.append_follower(&e))
         };
         self.clamp_flushed();
-        self.buffer.deferred.retain(|d| d.last <= e.index);
+        let end = self.log.end_index();
+        self.buffer.deferred.retain(|d| d.last <= end);
         if let Err(err) = result {
             tracing::warn!(error = %err, "truncate failed");
             return log_error_code(&err);
         }
-        self.buffer.verified_end = e.index;
+        self.buffer.verified_end = self.buffer.verified_end.max(e.index).min(end);
         self.update_commit(r.commit_index);
         DLedgerCode::SUCCESS
     }
@@ -163,7 +193,11 @@ impl<L: RaftLog> Node<L> {
             return;
         };
         let first = entries[0].index;
-        if entries.iter().enumerate().any(|(i, e)| e.index != first + i as Index) {
+        if entries
+            .iter()
+            .enumerate()
+            .any(|(i, e)| e.index != first + i as Index)
+        {
             self.reply_push(id, &r, DLedgerCode::UNEXPECTED_ARGUMENT);
             return;
         }
@@ -178,7 +212,14 @@ impl<L: RaftLog> Node<L> {
                 self.reply_push(id, &r, DLedgerCode::PUSH_REQUEST_IS_FULL);
             } else {
                 let arrived_ms = self.now_ms;
-                self.buffer.pending.insert(first, Buffered { id, req: r, arrived_ms });
+                self.buffer.pending.insert(
+                    first,
+                    Buffered {
+                        id,
+                        req: r,
+                        arrived_ms,
+                    },
+                );
             }
             return;
         }
@@ -218,7 +259,13 @@ impl<L: RaftLog> Node<L> {
         DLedgerCode::SUCCESS
     }
 
-    fn reply_after_flush(&mut self, id: RequestId, r: &PushEntryRequest, code: DLedgerCode, last: Index) {
+    fn reply_after_flush(
+        &mut self,
+        id: RequestId,
+        r: &PushEntryRequest,
+        code: DLedgerCode,
+        last: Index,
+    ) {
         let resp = self.push_response(r, code);
         if code == DLedgerCode::SUCCESS && self.cfg.sync_flush && last > self.flushed {
             self.buffer.deferred.push_back(Deferred { last, id, resp });
@@ -231,12 +278,21 @@ impl<L: RaftLog> Node<L> {
     fn drain_buffer(&mut self) {
         loop {
             let end = self.log.end_index();
-            let Some((&first, _)) = self.buffer.pending.first_key_value() else { return };
+            let Some((&first, _)) = self.buffer.pending.first_key_value() else {
+                return;
+            };
             if first > end + 1 {
                 return;
             }
-            let Some(b) = self.buffer.pending.remove(&first) else { return };
-            let entries: Vec<LogEntry> = b.req.entries().iter().filter_map(|e| e.to_log_entry()).collect();
+            let Some(b) = self.buffer.pending.remove(&first) else {
+                return;
+            };
+            let entries: Vec<LogEntry> = b
+                .req
+                .entries()
+                .iter()
+                .filter_map(|e| e.to_log_entry())
+                .collect();
             if entries.is_empty() {
                 self.reply_push(b.id, &b.req, DLedgerCode::UNEXPECTED_ARGUMENT);
             } else {
@@ -273,7 +329,12 @@ impl<L: RaftLog> Node<L> {
 
     /// Send the successes whose entries are now flushed.
     pub(crate) fn release_deferred(&mut self) {
-        while self.buffer.deferred.front().is_some_and(|d| d.last <= self.flushed) {
+        while self
+            .buffer
+            .deferred
+            .front()
+            .is_some_and(|d| d.last <= self.flushed)
+        {
             if let Some(d) = self.buffer.deferred.pop_front() {
                 self.respond(d.id, Response::Push(d.resp));
             }
@@ -290,12 +351,15 @@ impl<L: RaftLog> Node<L> {
         let target = if bug!(self.cfg, no_commit_clamp) {
             leader_commit
         } else {
-            leader_commit.min(self.buffer.verified_end).min(self.log.end_index())
+            leader_commit
+                .min(self.buffer.verified_end)
+                .min(self.log.end_index())
         };
         if target > self.committed {
             self.committed = target;
             let pos = self.log.end_pos_of(target).unwrap_or(-1);
-            self.actions.push_back(Action::CommitAdvanced { index: target, pos });
+            self.actions
+                .push_back(Action::CommitAdvanced { index: target, pos });
         }
     }
 }

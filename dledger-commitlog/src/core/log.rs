@@ -29,7 +29,11 @@ pub struct LogEntry {
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum LogError {
     /// Index outside `[begin_index, end_index]` (below begin: already deleted).
-    OutOfRange { index: Index, begin: Index, end: Index },
+    OutOfRange {
+        index: Index,
+        begin: Index,
+        end: Index,
+    },
     /// Follower append not at `end_index + 1`.
     NotNext { index: Index, end: Index },
     /// Follower append would land at a different byte position than the leader's.
@@ -71,7 +75,12 @@ pub trait RaftLog {
     fn term_at(&self, index: Index) -> Option<Term>;
     /// Up to `max_count` consecutive entries from `from`, stopping before the total body
     /// size would exceed `max_bytes` (at least one entry is returned if `from` exists).
-    fn entries(&self, from: Index, max_count: usize, max_bytes: usize) -> Result<Vec<LogEntry>, LogError>;
+    fn entries(
+        &self,
+        from: Index,
+        max_count: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<LogEntry>, LogError>;
     /// Leader append at `end_index() + 1` with `term`; returns the new entry's index and pos.
     fn append_leader(&mut self, term: Term, body: Bytes) -> Result<(Index, Pos), LogError>;
     /// Follower append of the leader's entry, which must be at `end_index() + 1` and land at

@@ -60,7 +60,9 @@ impl MemLog {
     /// entries that happened to reach the disk.
     pub fn after_power_loss(&self, extra: usize) -> MemLog {
         let mut log = self.clone();
-        let keep = self.flushed.saturating_add(i64::try_from(extra).unwrap_or(i64::MAX / 2));
+        let keep = self
+            .flushed
+            .saturating_add(i64::try_from(extra).unwrap_or(i64::MAX / 2));
         let keep = keep.min(self.end_index());
         // Truncation cannot fail for an index inside [begin-1, end].
         let _ = log.truncate_after(keep.max(self.begin - 1));
@@ -105,7 +107,12 @@ impl RaftLog for MemLog {
     fn term_at(&self, index: Index) -> Option<Term> {
         self.slot(index).map(|i| self.entries[i].term)
     }
-    fn entries(&self, from: Index, max_count: usize, max_bytes: usize) -> Result<Vec<LogEntry>, LogError> {
+    fn entries(
+        &self,
+        from: Index,
+        max_count: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<LogEntry>, LogError> {
         let start = self.slot(from).ok_or(LogError::OutOfRange {
             index: from,
             begin: self.begin,
@@ -128,7 +135,12 @@ impl RaftLog for MemLog {
         }
         let index = self.end_index() + 1;
         let pos = self.next_pos();
-        self.entries.push_back(LogEntry { index, term, pos, body });
+        self.entries.push_back(LogEntry {
+            index,
+            term,
+            pos,
+            body,
+        });
         Ok((index, pos))
     }
     fn append_follower(&mut self, entry: &LogEntry) -> Result<(), LogError> {
@@ -137,11 +149,17 @@ impl RaftLog for MemLog {
         }
         let end = self.end_index();
         if entry.index != end + 1 {
-            return Err(LogError::NotNext { index: entry.index, end });
+            return Err(LogError::NotNext {
+                index: entry.index,
+                end,
+            });
         }
         let pos = self.next_pos();
         if entry.pos != pos {
-            return Err(LogError::PosMismatch { expected: entry.pos, actual: pos });
+            return Err(LogError::PosMismatch {
+                expected: entry.pos,
+                actual: pos,
+            });
         }
         self.entries.push_back(entry.clone());
         Ok(())
@@ -149,7 +167,11 @@ impl RaftLog for MemLog {
     fn truncate_after(&mut self, index: Index) -> Result<(), LogError> {
         let end = self.end_index();
         if index < self.begin - 1 || index > end {
-            return Err(LogError::OutOfRange { index, begin: self.begin, end });
+            return Err(LogError::OutOfRange {
+                index,
+                begin: self.begin,
+                end,
+            });
         }
         let keep = usize::try_from(index + 1 - self.begin).unwrap_or(0);
         self.entries.truncate(keep);
@@ -172,16 +194,25 @@ mod tests {
     fn positions_follow_the_data_layout_and_followers_must_match_them() {
         let mut l = MemLog::new();
         assert_eq!((l.begin_index(), l.end_index(), l.end_term()), (0, -1, -1));
-        assert_eq!(l.append_leader(1, Bytes::from_static(b"abc")).unwrap(), (0, 0));
+        assert_eq!(
+            l.append_leader(1, Bytes::from_static(b"abc")).unwrap(),
+            (0, 0)
+        );
         assert_eq!(l.append_leader(1, Bytes::new()).unwrap(), (1, 51));
         assert_eq!(l.end_pos_of(1), Some(99));
         let mut f = MemLog::new();
         let e0 = l.entry(0).unwrap();
         let mut e1 = l.entry(1).unwrap();
-        assert!(matches!(f.append_follower(&e1), Err(LogError::NotNext { .. })));
+        assert!(matches!(
+            f.append_follower(&e1),
+            Err(LogError::NotNext { .. })
+        ));
         f.append_follower(&e0).unwrap();
         e1.pos += 1;
-        assert!(matches!(f.append_follower(&e1), Err(LogError::PosMismatch { .. })));
+        assert!(matches!(
+            f.append_follower(&e1),
+            Err(LogError::PosMismatch { .. })
+        ));
     }
 
     #[test]

@@ -67,7 +67,11 @@ impl MemberState {
 
     /// Move to a higher term, forgetting the vote and the leader. Returns whether it changed.
     pub fn raise_term(&mut self, term: Term) -> bool {
-        assert!(term >= self.term, "term must never decrease ({} -> {term})", self.term);
+        assert!(
+            term >= self.term,
+            "term must never decrease ({} -> {term})",
+            self.term
+        );
         if term == self.term {
             return false;
         }
@@ -84,13 +88,28 @@ mod tests {
 
     #[test]
     fn raising_the_term_clears_vote_and_leader() {
-        let mut m = MemberState::restore(&HardState { term: 3, voted_for: Some("n1".into()) }, 7);
-        assert_eq!((m.role, m.term, m.last_leader_contact_ms), (Role::Candidate, 3, 7));
+        let mut m = MemberState::restore(
+            &HardState {
+                term: 3,
+                voted_for: Some("n1".into()),
+            },
+            7,
+        );
+        assert_eq!(
+            (m.role, m.term, m.last_leader_contact_ms),
+            (Role::Candidate, 3, 7)
+        );
         m.leader = Some(1);
         assert!(!m.raise_term(3));
         assert_eq!(m.voted_for.as_deref(), Some("n1"));
         assert!(m.raise_term(5));
-        assert_eq!(m.hard_state(), HardState { term: 5, voted_for: None });
+        assert_eq!(
+            m.hard_state(),
+            HardState {
+                term: 5,
+                voted_for: None
+            }
+        );
         assert_eq!(m.leader, None);
     }
 }

@@ -332,7 +332,13 @@ impl Default for Common {
 
 impl Common {
     /// Common members of a request from `local` to `remote` in `group`.
-    pub fn request(group: &str, local: &str, remote: &str, leader: Option<&str>, term: Term) -> Self {
+    pub fn request(
+        group: &str,
+        local: &str,
+        remote: &str,
+        leader: Option<&str>,
+        term: Term,
+    ) -> Self {
         Common {
             code: DLedgerCode::SUCCESS,
             group: Some(group.to_owned()),
@@ -569,7 +575,11 @@ pub struct DecodeError {
 
 impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "bad DLedger body for code {}: {}", self.request_code, self.reason)
+        write!(
+            f,
+            "bad DLedger body for code {}: {}",
+            self.request_code, self.reason
+        )
     }
 }
 
@@ -669,8 +679,12 @@ mod tests {
 
     #[test]
     fn vote_request_matches_spec_example_byte_for_byte() {
-        let r = Request::decode_body(REQUEST_CODE_VOTE, VOTE_REQ.as_bytes()).unwrap().unwrap();
-        let Request::Vote(v) = &r else { panic!("not a vote") };
+        let r = Request::decode_body(REQUEST_CODE_VOTE, VOTE_REQ.as_bytes())
+            .unwrap()
+            .unwrap();
+        let Request::Vote(v) = &r else {
+            panic!("not a vote")
+        };
         assert_eq!(v.term, 1);
         assert_eq!(v.ledger_end_index, -1);
         assert!(!v.pre_vote);
@@ -680,18 +694,25 @@ mod tests {
     #[test]
     fn vote_response_matches_spec_example_and_accepts_ordinals() {
         let r = Response::decode_body(REQUEST_CODE_VOTE, VOTE_RESP.as_bytes()).unwrap();
-        let Response::Vote(v) = &r else { panic!("not a vote") };
+        let Response::Vote(v) = &r else {
+            panic!("not a vote")
+        };
         assert_eq!(v.vote_result, VoteResult::ACCEPT);
         assert_eq!(String::from_utf8(r.encode_body()).unwrap(), VOTE_RESP);
         let by_ordinal: VoteResponse = serde_json::from_str(r#"{"voteResult":6}"#).unwrap();
-        assert_eq!(by_ordinal.vote_result, VoteResult::REJECT_ALREADY_HAS_LEADER);
+        assert_eq!(
+            by_ordinal.vote_result,
+            VoteResult::REJECT_ALREADY_HAS_LEADER
+        );
         assert_eq!(by_ordinal.term, -1);
         assert_eq!(by_ordinal.code, DLedgerCode::SUCCESS);
     }
 
     #[test]
     fn heartbeat_round_trips_and_success_is_minimal() {
-        let r = Request::decode_body(REQUEST_CODE_HEART_BEAT, HB_REQ.as_bytes()).unwrap().unwrap();
+        let r = Request::decode_body(REQUEST_CODE_HEART_BEAT, HB_REQ.as_bytes())
+            .unwrap()
+            .unwrap();
         assert_eq!(String::from_utf8(r.encode_body()).unwrap(), HB_REQ);
         let ok = Response::HeartBeat(Common::default());
         assert_eq!(ok.encode_body(), br#"{"code":200,"term":-1}"#);
@@ -708,8 +729,12 @@ mod tests {
             ),
             BODY_B64
         );
-        let r = Request::decode_body(REQUEST_CODE_PUSH, expected.as_bytes()).unwrap().unwrap();
-        let Request::Push(p) = &r else { panic!("not a push") };
+        let r = Request::decode_body(REQUEST_CODE_PUSH, expected.as_bytes())
+            .unwrap()
+            .unwrap();
+        let Request::Push(p) = &r else {
+            panic!("not a push")
+        };
         assert_eq!(p.push_type, PushType::APPEND);
         assert_eq!(p.count(), 1);
         let e = p.entries()[0].to_log_entry().unwrap();
@@ -719,7 +744,14 @@ mod tests {
 
     #[test]
     fn push_batch_emits_derived_members_and_ignores_them_on_input() {
-        let e = |i: i64| DLedgerEntry::from(&LogEntry { index: i, term: 2, pos: i * 50, body: Bytes::from_static(b"ab") });
+        let e = |i: i64| {
+            DLedgerEntry::from(&LogEntry {
+                index: i,
+                term: 2,
+                pos: i * 50,
+                body: Bytes::from_static(b"ab"),
+            })
+        };
         let req = PushEntryRequest {
             batch_entry: vec![e(3), e(4)],
             code: DLedgerCode::SUCCESS,
@@ -734,9 +766,17 @@ mod tests {
         };
         let json = String::from_utf8(Request::Push(req.clone()).encode_body()).unwrap();
         assert!(json.starts_with(r#"{"batch":true,"#), "{json}");
-        assert!(json.contains(r#""count":2,"firstEntryIndex":3,"group":"g","lastEntryIndex":4"#), "{json}");
-        assert!(json.contains(r#""totalSize":100,"type":"APPEND"}"#), "{json}");
-        let back = Request::decode_body(REQUEST_CODE_PUSH, json.as_bytes()).unwrap().unwrap();
+        assert!(
+            json.contains(r#""count":2,"firstEntryIndex":3,"group":"g","lastEntryIndex":4"#),
+            "{json}"
+        );
+        assert!(
+            json.contains(r#""totalSize":100,"type":"APPEND"}"#),
+            "{json}"
+        );
+        let back = Request::decode_body(REQUEST_CODE_PUSH, json.as_bytes())
+            .unwrap()
+            .unwrap();
         assert_eq!(back, Request::Push(req));
     }
 
@@ -744,7 +784,8 @@ mod tests {
     fn push_response_matches_spec_example() {
         let r = Response::decode_body(REQUEST_CODE_PUSH, PUSH_RESP.as_bytes()).unwrap();
         assert_eq!(String::from_utf8(r.encode_body()).unwrap(), PUSH_RESP);
-        let commit: PushEntryResponse = serde_json::from_str(r#"{"code":406,"type":"x","unknown":[1]}"#).unwrap();
+        let commit: PushEntryResponse =
+            serde_json::from_str(r#"{"code":406,"type":"x","unknown":[1]}"#).unwrap();
         assert_eq!(commit.code, DLedgerCode::INCONSISTENT_STATE);
         assert_eq!(commit.index, None);
         assert_eq!(commit.begin_index, -1);
@@ -775,7 +816,15 @@ mod tests {
         assert!(Request::decode_body(REQUEST_CODE_PUSH, b"{\"type\":\"NOPE\"}").is_err());
         assert!(Request::decode_body(REQUEST_CODE_VOTE, b"\xff").is_err());
         assert_eq!(Request::decode_body(50001, b"{}").unwrap(), None);
-        let bad_entry = DLedgerEntry { size: 7, ..DLedgerEntry::from(&LogEntry { index: 0, term: 0, pos: 0, body: Bytes::new() }) };
+        let bad_entry = DLedgerEntry {
+            size: 7,
+            ..DLedgerEntry::from(&LogEntry {
+                index: 0,
+                term: 0,
+                pos: 0,
+                body: Bytes::new(),
+            })
+        };
         assert!(bad_entry.to_log_entry().is_none());
     }
 }

@@ -22,9 +22,7 @@ use super::dispatcher::{PeerDispatch, PushCtx};
 use super::entry_handler::FollowerBuffer;
 use super::log::{Index, Pos, RaftLog, Term};
 use super::member_state::{HardState, MemberState, Role};
-use super::messages::{
-    Common, DLedgerCode, LeadershipTransferRequest, Request, Response,
-};
+use super::messages::{Common, DLedgerCode, LeadershipTransferRequest, Request, Response};
 use super::quorum_ack::{PendingProposals, ProposalId};
 
 /// Shell-chosen id of an inbound request, echoed in [`Action::Respond`].
@@ -47,7 +45,10 @@ pub enum Input {
     /// A DLedger request from a peer (or an admin tool); answer with `Action::Respond{id}`.
     Request { id: RequestId, req: Request },
     /// The outcome of `Action::Call{call}`. Unknown or late calls are ignored.
-    Reply { call: CallId, result: Result<Response, CallFailure> },
+    Reply {
+        call: CallId,
+        result: Result<Response, CallFailure>,
+    },
     /// Client append (leader only).
     Propose { id: ProposalId, body: Bytes },
     /// Local admin request: hand leadership to `to`.
@@ -111,7 +112,11 @@ pub enum Action {
     /// Durably write term and vote (`currterm`) before executing any later action.
     PersistHardState(HardState),
     /// Send `req` to peer `to`; report the outcome as `Input::Reply{call}`.
-    Call { to: String, call: CallId, req: Request },
+    Call {
+        to: String,
+        call: CallId,
+        req: Request,
+    },
     /// Answer inbound request `id`.
     Respond { id: RequestId, resp: Response },
     /// Make the log durable up to `up_to` and report `Input::LogFlushed` (sync_flush only).
@@ -119,9 +124,16 @@ pub enum Action {
     /// The committed index advanced; `pos` is committedPos (end of the committed entry).
     CommitAdvanced { index: Index, pos: Pos },
     /// A proposal finished.
-    ProposeDone { id: ProposalId, result: Result<Appended, ProposeError> },
+    ProposeDone {
+        id: ProposalId,
+        result: Result<Appended, ProposeError>,
+    },
     /// Role, term or leader changed (DLedger role-change callback).
-    RoleChanged { role: Role, term: Term, leader: Option<String> },
+    RoleChanged {
+        role: Role,
+        term: Term,
+        leader: Option<String>,
+    },
 }
 
 /// What an outstanding call was for.
@@ -193,7 +205,13 @@ pub struct Node<L: RaftLog> {
 impl<L: RaftLog> Node<L> {
     /// Start a member from its durable state: `hard` (currterm), `log` (recovered), and the
     /// checkpointed committed index (clamped to the log end, R7).
-    pub fn new(cfg: CoreConfig, hard: HardState, log: L, committed_hint: Index, now_ms: u64) -> Result<Self, String> {
+    pub fn new(
+        cfg: CoreConfig,
+        hard: HardState,
+        log: L,
+        committed_hint: Index,
+        now_ms: u64,
+    ) -> Result<Self, String> {
         cfg.validate()?;
         let me = cfg
             .peers
@@ -201,7 +219,10 @@ impl<L: RaftLog> Node<L> {
             .position(|p| *p == cfg.self_id)
             .ok_or_else(|| format!("selfId {} not in peers", cfg.self_id))?;
         tracing::info!(self_id = %cfg.self_id, seed = cfg.seed, term = hard.term, "dledger core starting");
-        let committed = committed_hint.min(log.end_index()).max(log.begin_index() - 1).max(-1);
+        let committed = committed_hint
+            .min(log.end_index())
+            .max(log.begin_index() - 1)
+            .max(-1);
         let flushed = log.end_index();
         let mut node = Node {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
@@ -266,7 +287,13 @@ impl<L: RaftLog> Node<L> {
     /// Replication water mark of `peer` as known by this leader.
     pub fn match_index(&self, peer: &str) -> Option<Index> {
         let i = self.peer_index(peer)?;
-        self.leader.as_ref().map(|l| if i == self.me { self.self_mark() } else { l.peers[i].match_index })
+        self.leader.as_ref().map(|l| {
+            if i == self.me {
+                self.self_mark()
+            } else {
+                l.peers[i].match_index
+            }
+        })
     }
 
     /// Next queued action.
@@ -312,7 +339,8 @@ impl<L: RaftLog> Node<L> {
         }
         match self.ms.role {
             Role::Follower => {
-                if self.now_ms.saturating_sub(self.ms.last_leader_contact_ms) >= self.cfg.lease_ms() {
+                if self.now_ms.saturating_sub(self.ms.last_leader_contact_ms) >= self.cfg.lease_ms()
+                {
                     self.become_candidate();
                 }
             }
@@ -340,7 +368,9 @@ impl<L: RaftLog> Node<L> {
         }
         if self.cfg.sync_flush && self.log.end_index() > self.flush_requested {
             self.flush_requested = self.log.end_index();
-            self.actions.push_back(Action::FlushLog { up_to: self.flush_requested });
+            self.actions.push_back(Action::FlushLog {
+                up_to: self.flush_requested,
+            });
         }
     }
 
@@ -394,9 +424,16 @@ impl<L: RaftLog> Node<L> {
         self.next_call += 1;
         self.calls.insert(
             call,
-            Outstanding { deadline_ms: self.now_ms + self.cfg.rpc_timeout_ms, ctx },
+            Outstanding {
+                deadline_ms: self.now_ms + self.cfg.rpc_timeout_ms,
+                ctx,
+            },
         );
-        self.actions.push_back(Action::Call { to: self.cfg.peers[peer].clone(), call, req });
+        self.actions.push_back(Action::Call {
+            to: self.cfg.peers[peer].clone(),
+            call,
+            req,
+        });
         call
     }
 
@@ -422,7 +459,11 @@ impl<L: RaftLog> Node<L> {
     fn announce_role(&mut self) {
         let leader = self.ms.leader.map(|i| self.cfg.peers[i].clone());
         tracing::debug!(me = %self.cfg.self_id, role = self.ms.role.as_str(), term = self.ms.term, ?leader, "role changed");
-        self.actions.push_back(Action::RoleChanged { role: self.ms.role, term: self.ms.term, leader });
+        self.actions.push_back(Action::RoleChanged {
+            role: self.ms.role,
+            term: self.ms.term,
+            leader,
+        });
     }
 
     /// Adopt a higher term (persisted) without changing role.
@@ -444,7 +485,10 @@ impl<L: RaftLog> Node<L> {
     fn end_leadership(&mut self) {
         if let Some(mut l) = self.leader.take() {
             for p in l.pending.take_all() {
-                self.actions.push_back(Action::ProposeDone { id: p.id, result: Err(ProposeError::TermChanged) });
+                self.actions.push_back(Action::ProposeDone {
+                    id: p.id,
+                    result: Err(ProposeError::TermChanged),
+                });
             }
         }
     }
@@ -560,7 +604,12 @@ impl<L: RaftLog> Node<L> {
                 term,
                 vote_result: super::messages::VoteResult::UNKNOWN,
             }),
-            Request::HeartBeat(r) => Response::HeartBeat(Common { code, leader_id: leader, term, ..r.clone() }),
+            Request::HeartBeat(r) => Response::HeartBeat(Common {
+                code,
+                leader_id: leader,
+                term,
+                ..r.clone()
+            }),
             Request::LeadershipTransfer(r) => Response::LeadershipTransfer(Common {
                 code,
                 group: r.group.clone(),

@@ -76,7 +76,11 @@ impl PendingProposals {
     }
     /// Remove and return those with `index <= committed`.
     pub fn take_committed(&mut self, committed: Index) -> Vec<Pending> {
-        let n = self.queue.iter().take_while(|p| p.index <= committed).count();
+        let n = self
+            .queue
+            .iter()
+            .take_while(|p| p.index <= committed)
+            .count();
         self.queue.drain(..n).collect()
     }
     /// Remove and return those whose deadline has passed.
@@ -103,13 +107,16 @@ impl<L: RaftLog> Node<L> {
     pub(crate) fn propose(&mut self, id: ProposalId, body: Bytes) {
         let result = self.try_append(id, body);
         if let Err(e) = result {
-            self.actions.push_back(Action::ProposeDone { id, result: Err(e) });
+            self.actions
+                .push_back(Action::ProposeDone { id, result: Err(e) });
         }
     }
 
     fn try_append(&mut self, id: ProposalId, body: Bytes) -> Result<(), ProposeError> {
         if self.ms.role != Role::Leader {
-            return Err(ProposeError::NotLeader { leader: self.leader_id().map(str::to_owned) });
+            return Err(ProposeError::NotLeader {
+                leader: self.leader_id().map(str::to_owned),
+            });
         }
         if body.is_empty() {
             return Err(ProposeError::EmptyBody);
@@ -120,10 +127,13 @@ impl<L: RaftLog> Node<L> {
         if self.pending_proposals() >= self.cfg.max_pending_requests {
             return Err(ProposeError::Busy);
         }
-        let (index, pos) = self.log.append_leader(self.ms.term, body).map_err(|e| match e {
-            LogError::DiskFull => ProposeError::DiskFull,
-            other => ProposeError::Storage(other.to_string()),
-        })?;
+        let (index, pos) = self
+            .log
+            .append_leader(self.ms.term, body)
+            .map_err(|e| match e {
+                LogError::DiskFull => ProposeError::DiskFull,
+                other => ProposeError::Storage(other.to_string()),
+            })?;
         if bug!(self.cfg, ack_before_quorum) {
             let result = Ok(Appended { index, pos });
             self.actions.push_back(Action::ProposeDone { id, result });
@@ -131,14 +141,21 @@ impl<L: RaftLog> Node<L> {
         }
         let deadline_ms = self.now_ms + self.cfg.max_wait_ack_time_ms;
         if let Some(l) = self.leader.as_mut() {
-            l.pending.push(Pending { id, index, pos, deadline_ms });
+            l.pending.push(Pending {
+                id,
+                index,
+                pos,
+                deadline_ms,
+            });
         }
         Ok(())
     }
 
     /// Recompute the quorum index and commit through it if the rules allow.
     pub(crate) fn advance_commit(&mut self) {
-        let Some(l) = self.leader.as_ref() else { return };
+        let Some(l) = self.leader.as_ref() else {
+            return;
+        };
         let me = self.me;
         let own = self.self_mark();
         let marks: Vec<Index> = l
@@ -155,11 +172,20 @@ impl<L: RaftLog> Node<L> {
         };
         self.committed = c;
         let pos = self.log.end_pos_of(c).unwrap_or(-1);
-        self.actions.push_back(Action::CommitAdvanced { index: c, pos });
-        let done = self.leader.as_mut().map(|l| l.pending.take_committed(c)).unwrap_or_default();
+        self.actions
+            .push_back(Action::CommitAdvanced { index: c, pos });
+        let done = self
+            .leader
+            .as_mut()
+            .map(|l| l.pending.take_committed(c))
+            .unwrap_or_default();
         for p in done {
-            let result = Ok(Appended { index: p.index, pos: p.pos });
-            self.actions.push_back(Action::ProposeDone { id: p.id, result });
+            let result = Ok(Appended {
+                index: p.index,
+                pos: p.pos,
+            });
+            self.actions
+                .push_back(Action::ProposeDone { id: p.id, result });
         }
     }
 }
@@ -190,10 +216,21 @@ mod tests {
     fn pending_proposals_complete_in_order_and_expire() {
         let mut p = PendingProposals::default();
         for i in 0..4 {
-            p.push(Pending { id: i as u64, index: i, pos: i * 10, deadline_ms: 100 + i as u64 });
+            p.push(Pending {
+                id: i as u64,
+                index: i,
+                pos: i * 10,
+                deadline_ms: 100 + i as u64,
+            });
         }
-        assert_eq!(p.take_committed(1).iter().map(|x| x.id).collect::<Vec<_>>(), vec![0, 1]);
-        assert_eq!(p.take_expired(102).iter().map(|x| x.id).collect::<Vec<_>>(), vec![2]);
+        assert_eq!(
+            p.take_committed(1).iter().map(|x| x.id).collect::<Vec<_>>(),
+            vec![0, 1]
+        );
+        assert_eq!(
+            p.take_expired(102).iter().map(|x| x.id).collect::<Vec<_>>(),
+            vec![2]
+        );
         assert_eq!(p.len(), 1);
         assert_eq!(p.take_all().len(), 1);
         assert!(p.is_empty());

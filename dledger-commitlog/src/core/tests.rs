@@ -20,7 +20,10 @@ fn drain(n: &mut Node<MemLog>) -> Vec<Action> {
 }
 
 fn hs(term: i64, voted: Option<&str>) -> Action {
-    Action::PersistHardState(HardState { term, voted_for: voted.map(str::to_owned) })
+    Action::PersistHardState(HardState {
+        term,
+        voted_for: voted.map(str::to_owned),
+    })
 }
 
 fn vote_req(from: &str, to: &str, term: i64, end_index: i64, end_term: i64, pre: bool) -> Request {
@@ -39,7 +42,10 @@ fn vote_req(from: &str, to: &str, term: i64, end_index: i64, end_term: i64, pre:
 
 fn vote_result(a: &Action) -> (VoteResult, i64) {
     match a {
-        Action::Respond { resp: Response::Vote(v), .. } => (v.vote_result, v.term),
+        Action::Respond {
+            resp: Response::Vote(v),
+            ..
+        } => (v.vote_result, v.term),
         other => panic!("not a vote response: {other:?}"),
     }
 }
@@ -91,20 +97,45 @@ fn single_member_elects_itself_commits_the_noop_and_then_proposals() {
         a,
         vec![
             hs(1, Some("n0")),
-            Action::RoleChanged { role: Role::Leader, term: 1, leader: Some("n0".into()) },
+            Action::RoleChanged {
+                role: Role::Leader,
+                term: 1,
+                leader: Some("n0".into())
+            },
             Action::CommitAdvanced { index: 0, pos: 48 },
         ]
     );
-    n.handle(1_001, Input::Propose { id: 9, body: Bytes::from_static(b"hello") });
+    n.handle(
+        1_001,
+        Input::Propose {
+            id: 9,
+            body: Bytes::from_static(b"hello"),
+        },
+    );
     assert_eq!(
         drain(&mut n),
         vec![
             Action::CommitAdvanced { index: 1, pos: 101 },
-            Action::ProposeDone { id: 9, result: Ok(Appended { index: 1, pos: 48 }) },
+            Action::ProposeDone {
+                id: 9,
+                result: Ok(Appended { index: 1, pos: 48 })
+            },
         ]
     );
-    n.handle(1_002, Input::Propose { id: 10, body: Bytes::new() });
-    assert_eq!(drain(&mut n), vec![Action::ProposeDone { id: 10, result: Err(ProposeError::EmptyBody) }]);
+    n.handle(
+        1_002,
+        Input::Propose {
+            id: 10,
+            body: Bytes::new(),
+        },
+    );
+    assert_eq!(
+        drain(&mut n),
+        vec![Action::ProposeDone {
+            id: 10,
+            result: Err(ProposeError::EmptyBody)
+        }]
+    );
 }
 
 #[test]
@@ -119,15 +150,38 @@ fn candidate_pre_votes_without_persisting_then_votes_after_persisting() {
         assert_eq!(req, &vote_req("n0", to, 1, -1, -1, true));
     }
     assert_eq!(n.term(), 0, "a pre-vote does not change the term");
-    n.handle(1_001, Input::Reply { call: c[0].1, result: Ok(accept("n1", 0)) });
+    n.handle(
+        1_001,
+        Input::Reply {
+            call: c[0].1,
+            result: Ok(accept("n1", 0)),
+        },
+    );
     let a = drain(&mut n);
-    assert_eq!(a[0], hs(1, Some("n0")), "the term and self-vote are persisted before any vote leaves");
+    assert_eq!(
+        a[0],
+        hs(1, Some("n0")),
+        "the term and self-vote are persisted before any vote leaves"
+    );
     let c = calls(&a[1..]);
     assert_eq!(c.len(), 2);
     assert_eq!(c[1].2, vote_req("n0", "n2", 1, -1, -1, false));
-    n.handle(1_002, Input::Reply { call: c[1].1, result: Ok(accept("n2", 1)) });
+    n.handle(
+        1_002,
+        Input::Reply {
+            call: c[1].1,
+            result: Ok(accept("n2", 1)),
+        },
+    );
     let a = drain(&mut n);
-    assert_eq!(a[0], Action::RoleChanged { role: Role::Leader, term: 1, leader: Some("n0".into()) });
+    assert_eq!(
+        a[0],
+        Action::RoleChanged {
+            role: Role::Leader,
+            term: 1,
+            leader: Some("n0".into())
+        }
+    );
     // Heartbeats to both, then a COMPARE of the no-op to both.
     let c = calls(&a);
     assert_eq!(c.len(), 4, "{a:?}");
@@ -135,7 +189,10 @@ fn candidate_pre_votes_without_persisting_then_votes_after_persisting() {
     match &c[2].2 {
         Request::Push(p) => {
             assert_eq!(p.push_type, PushType::COMPARE);
-            assert_eq!(p.entry.as_ref().map(|e| (e.index, e.term, e.body.len())), Some((0, 1, 0)));
+            assert_eq!(
+                p.entry.as_ref().map(|e| (e.index, e.term, e.body.len())),
+                Some((0, 1, 0))
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -145,14 +202,26 @@ fn candidate_pre_votes_without_persisting_then_votes_after_persisting() {
 #[test]
 fn vote_grant_is_persisted_before_the_response() {
     let mut n = node("n1", 3);
-    n.handle(5, Input::Request { id: 1, req: vote_req("n0", "n1", 3, -1, -1, false) });
+    n.handle(
+        5,
+        Input::Request {
+            id: 1,
+            req: vote_req("n0", "n1", 3, -1, -1, false),
+        },
+    );
     let a = drain(&mut n);
     assert_eq!(a[0], hs(3, None));
     assert_eq!(a[1], hs(3, Some("n0")));
     assert_eq!(vote_result(&a[2]), (VoteResult::ACCEPT, 3));
     assert_eq!(a.len(), 3);
     // A second candidate in the same term is refused, nothing persisted.
-    n.handle(6, Input::Request { id: 2, req: vote_req("n2", "n1", 3, 5, 2, false) });
+    n.handle(
+        6,
+        Input::Request {
+            id: 2,
+            req: vote_req("n2", "n1", 3, 5, 2, false),
+        },
+    );
     let a = drain(&mut n);
     assert_eq!(a.len(), 1);
     assert_eq!(vote_result(&a[0]), (VoteResult::REJECT_ALREADY_VOTED, 3));
@@ -162,21 +231,73 @@ fn vote_grant_is_persisted_before_the_response() {
 fn vote_compares_last_entry_term_not_current_term() {
     let mut log = MemLog::new();
     log.append_leader(2, Bytes::from_static(b"x")).unwrap();
-    let mut n = Node::new(cfg("n1", 3), HardState { term: 4, voted_for: None }, log, -1, 0).unwrap();
+    let mut n = Node::new(
+        cfg("n1", 3),
+        HardState {
+            term: 4,
+            voted_for: None,
+        },
+        log,
+        -1,
+        0,
+    )
+    .unwrap();
     // Candidate at a higher term but whose last entry is from term 1: rejected (R2).
-    n.handle(1, Input::Request { id: 1, req: vote_req("n0", "n1", 9, 7, 1, false) });
+    n.handle(
+        1,
+        Input::Request {
+            id: 1,
+            req: vote_req("n0", "n1", 9, 7, 1, false),
+        },
+    );
     let a = drain(&mut n);
-    assert_eq!(vote_result(a.last().unwrap()), (VoteResult::REJECT_EXPIRED_LEDGER_TERM, 9));
-    assert_eq!(n.hard_state(), HardState { term: 9, voted_for: None });
+    assert_eq!(
+        vote_result(a.last().unwrap()),
+        (VoteResult::REJECT_EXPIRED_LEDGER_TERM, 9)
+    );
+    assert_eq!(
+        n.hard_state(),
+        HardState {
+            term: 9,
+            voted_for: None
+        }
+    );
     // Same last term, shorter log: rejected.
-    n.handle(2, Input::Request { id: 2, req: vote_req("n2", "n1", 9, -1, 2, false) });
-    assert_eq!(vote_result(&drain(&mut n)[0]).0, VoteResult::REJECT_SMALL_LEDGER_END_INDEX);
+    n.handle(
+        2,
+        Input::Request {
+            id: 2,
+            req: vote_req("n2", "n1", 9, -1, 2, false),
+        },
+    );
+    assert_eq!(
+        vote_result(&drain(&mut n)[0]).0,
+        VoteResult::REJECT_SMALL_LEDGER_END_INDEX
+    );
     // Stale request term.
-    n.handle(3, Input::Request { id: 3, req: vote_req("n2", "n1", 8, 0, 2, false) });
-    assert_eq!(vote_result(&drain(&mut n)[0]), (VoteResult::REJECT_EXPIRED_VOTE_TERM, 9));
+    n.handle(
+        3,
+        Input::Request {
+            id: 3,
+            req: vote_req("n2", "n1", 8, 0, 2, false),
+        },
+    );
+    assert_eq!(
+        vote_result(&drain(&mut n)[0]),
+        (VoteResult::REJECT_EXPIRED_VOTE_TERM, 9)
+    );
     // Unknown and self candidates.
-    n.handle(4, Input::Request { id: 4, req: vote_req("zz", "n1", 9, 0, 2, false) });
-    assert_eq!(vote_result(&drain(&mut n)[0]).0, VoteResult::REJECT_UNKNOWN_LEADER);
+    n.handle(
+        4,
+        Input::Request {
+            id: 4,
+            req: vote_req("zz", "n1", 9, 0, 2, false),
+        },
+    );
+    assert_eq!(
+        vote_result(&drain(&mut n)[0]).0,
+        VoteResult::REJECT_UNKNOWN_LEADER
+    );
 }
 
 #[test]
@@ -186,26 +307,66 @@ fn pre_vote_is_refused_while_the_leader_lease_holds_and_changes_nothing() {
     n.handle(10, Input::Request { id: 1, req: hb });
     let a = drain(&mut n);
     assert_eq!(a[0], hs(2, None));
-    assert_eq!(a[1], Action::RoleChanged { role: Role::Follower, term: 2, leader: Some("n0".into()) });
-    assert_eq!(a[2], Action::Respond { id: 1, resp: Response::HeartBeat(Common::default()) });
-    n.handle(20, Input::Request { id: 2, req: vote_req("n2", "n1", 3, 100, 2, true) });
+    assert_eq!(
+        a[1],
+        Action::RoleChanged {
+            role: Role::Follower,
+            term: 2,
+            leader: Some("n0".into())
+        }
+    );
+    assert_eq!(
+        a[2],
+        Action::Respond {
+            id: 1,
+            resp: Response::HeartBeat(Common::default())
+        }
+    );
+    n.handle(
+        20,
+        Input::Request {
+            id: 2,
+            req: vote_req("n2", "n1", 3, 100, 2, true),
+        },
+    );
     let a = drain(&mut n);
     assert_eq!(a.len(), 1);
-    assert_eq!(vote_result(&a[0]), (VoteResult::REJECT_ALREADY_HAS_LEADER, 2));
+    assert_eq!(
+        vote_result(&a[0]),
+        (VoteResult::REJECT_ALREADY_HAS_LEADER, 2)
+    );
     // After the lease (600 ms) the same pre-vote is granted, still without any state change.
     n.tick(700);
     let _ = drain(&mut n);
-    n.handle(701, Input::Request { id: 3, req: vote_req("n2", "n1", 3, 100, 2, true) });
+    n.handle(
+        701,
+        Input::Request {
+            id: 3,
+            req: vote_req("n2", "n1", 3, 100, 2, true),
+        },
+    );
     let a = drain(&mut n);
     assert_eq!(vote_result(&a[0]), (VoteResult::ACCEPT, 2));
-    assert_eq!(n.hard_state(), HardState { term: 2, voted_for: None });
+    assert_eq!(
+        n.hard_state(),
+        HardState {
+            term: 2,
+            voted_for: None
+        }
+    );
 }
 
 #[test]
 fn heartbeat_checks_follow_the_spec_order() {
     let mut n = node("n1", 3);
     let mut req = Common::request("g", "n0", "n1", Some("n0"), 2);
-    n.handle(1, Input::Request { id: 1, req: Request::HeartBeat(req.clone()) });
+    n.handle(
+        1,
+        Input::Request {
+            id: 1,
+            req: Request::HeartBeat(req.clone()),
+        },
+    );
     let _ = drain(&mut n);
     for (leader, term, code) in [
         ("zz", 2, DLedgerCode::UNKNOWN_MEMBER),
@@ -215,33 +376,65 @@ fn heartbeat_checks_follow_the_spec_order() {
     ] {
         req.leader_id = Some(leader.into());
         req.term = term;
-        n.handle(2, Input::Request { id: 2, req: Request::HeartBeat(req.clone()) });
+        n.handle(
+            2,
+            Input::Request {
+                id: 2,
+                req: Request::HeartBeat(req.clone()),
+            },
+        );
         match drain(&mut n).as_slice() {
-            [Action::Respond { resp: Response::HeartBeat(h), .. }] => {
-                assert_eq!((h.code, h.term, h.leader_id.as_deref()), (code, 2, Some("n0")));
+            [Action::Respond {
+                resp: Response::HeartBeat(h),
+                ..
+            }] => {
+                assert_eq!(
+                    (h.code, h.term, h.leader_id.as_deref()),
+                    (code, 2, Some("n0"))
+                );
             }
             other => panic!("{other:?}"),
         }
     }
     req.group = Some("other".into());
-    n.handle(3, Input::Request { id: 3, req: Request::HeartBeat(req) });
+    n.handle(
+        3,
+        Input::Request {
+            id: 3,
+            req: Request::HeartBeat(req),
+        },
+    );
     assert_eq!(drain(&mut n)[0], {
         let mut c = Common::request("other", "n0", "n1", Some("n0"), 2);
         c.code = DLedgerCode::UNKNOWN_GROUP;
         c.leader_id = Some("n0".into());
-        Action::Respond { id: 3, resp: Response::HeartBeat(c) }
+        Action::Respond {
+            id: 3,
+            resp: Response::HeartBeat(c),
+        }
     });
 }
 
 fn entry(index: i64, term: i64, pos: i64, body: &'static [u8]) -> DLedgerEntry {
-    DLedgerEntry::from(&LogEntry { index, term, pos, body: Bytes::from_static(body) })
+    DLedgerEntry::from(&LogEntry {
+        index,
+        term,
+        pos,
+        body: Bytes::from_static(body),
+    })
 }
 
 fn push(kind: PushType, term: i64, commit: i64, entries: Vec<DLedgerEntry>) -> Request {
     push_to("n1", kind, term, commit, entries)
 }
 
-fn push_to(to: &str, kind: PushType, term: i64, commit: i64, entries: Vec<DLedgerEntry>) -> Request {
+fn push_to(
+    to: &str,
+    kind: PushType,
+    term: i64,
+    commit: i64,
+    entries: Vec<DLedgerEntry>,
+) -> Request {
     let c = Common::request("g", "n0", to, Some("n0"), term);
     let (entry, batch_entry) = if entries.len() == 1 && kind != PushType::APPEND {
         (entries.into_iter().next(), Vec::new())
@@ -264,7 +457,10 @@ fn push_to(to: &str, kind: PushType, term: i64, commit: i64, entries: Vec<DLedge
 
 fn push_code(a: &Action) -> (u64, DLedgerCode, i64) {
     match a {
-        Action::Respond { id, resp: Response::Push(p) } => (*id, p.code, p.end_index),
+        Action::Respond {
+            id,
+            resp: Response::Push(p),
+        } => (*id, p.code, p.end_index),
         other => panic!("not a push response: {other:?}"),
     }
 }
@@ -274,21 +470,57 @@ fn follower_applies_in_order_buffers_gaps_and_clamps_commit() {
     let mut n = node("n1", 3);
     // Empty follower: COMPARE of index 0 fails, TRUNCATE at 0 writes it.
     let e0 = entry(0, 1, 0, b"");
-    n.handle(1, Input::Request { id: 1, req: push(PushType::COMPARE, 1, -1, vec![e0.clone()]) });
+    n.handle(
+        1,
+        Input::Request {
+            id: 1,
+            req: push(PushType::COMPARE, 1, -1, vec![e0.clone()]),
+        },
+    );
     let a = drain(&mut n);
-    assert_eq!(push_code(a.last().unwrap()), (1, DLedgerCode::INCONSISTENT_STATE, -1));
-    n.handle(2, Input::Request { id: 2, req: push(PushType::TRUNCATE, 1, 0, vec![e0]) });
+    assert_eq!(
+        push_code(a.last().unwrap()),
+        (1, DLedgerCode::INCONSISTENT_STATE, -1)
+    );
+    n.handle(
+        2,
+        Input::Request {
+            id: 2,
+            req: push(PushType::TRUNCATE, 1, 0, vec![e0]),
+        },
+    );
     let a = drain(&mut n);
     assert_eq!(a[0], Action::CommitAdvanced { index: 0, pos: 48 });
     assert_eq!(push_code(&a[1]), (2, DLedgerCode::SUCCESS, 0));
     // Index 2 arrives before 1: buffered, a duplicate is REPEATED_PUSH.
     let e1 = entry(1, 1, 48, b"a");
     let e2 = entry(2, 1, 97, b"b");
-    n.handle(3, Input::Request { id: 3, req: push(PushType::APPEND, 1, 5, vec![e2.clone()]) });
+    n.handle(
+        3,
+        Input::Request {
+            id: 3,
+            req: push(PushType::APPEND, 1, 5, vec![e2.clone()]),
+        },
+    );
     assert_eq!(drain(&mut n), vec![]);
-    n.handle(4, Input::Request { id: 4, req: push(PushType::APPEND, 1, 5, vec![e2]) });
-    assert_eq!(push_code(&drain(&mut n)[0]), (4, DLedgerCode::REPEATED_PUSH, 0));
-    n.handle(5, Input::Request { id: 5, req: push(PushType::APPEND, 1, 5, vec![e1.clone()]) });
+    n.handle(
+        4,
+        Input::Request {
+            id: 4,
+            req: push(PushType::APPEND, 1, 5, vec![e2]),
+        },
+    );
+    assert_eq!(
+        push_code(&drain(&mut n)[0]),
+        (4, DLedgerCode::REPEATED_PUSH, 0)
+    );
+    n.handle(
+        5,
+        Input::Request {
+            id: 5,
+            req: push(PushType::APPEND, 1, 5, vec![e1.clone()]),
+        },
+    );
     let a = drain(&mut n);
     // Commit 5 from the leader is clamped to the verified end (R7).
     assert_eq!(a[0], Action::CommitAdvanced { index: 1, pos: 97 });
@@ -296,7 +528,13 @@ fn follower_applies_in_order_buffers_gaps_and_clamps_commit() {
     assert_eq!(a[2], Action::CommitAdvanced { index: 2, pos: 146 });
     assert_eq!(push_code(&a[3]), (3, DLedgerCode::SUCCESS, 2));
     // A lost ack: the same entry again is SUCCESS without change.
-    n.handle(6, Input::Request { id: 6, req: push(PushType::APPEND, 1, 2, vec![e1]) });
+    n.handle(
+        6,
+        Input::Request {
+            id: 6,
+            req: push(PushType::APPEND, 1, 2, vec![e1]),
+        },
+    );
     assert_eq!(push_code(&drain(&mut n)[0]), (6, DLedgerCode::SUCCESS, 2));
     assert_eq!(n.committed_index(), 2);
 }
@@ -304,19 +542,52 @@ fn follower_applies_in_order_buffers_gaps_and_clamps_commit() {
 #[test]
 fn follower_refuses_to_truncate_committed_entries_and_stale_leaders() {
     let mut n = node("n1", 3);
-    n.handle(1, Input::Request { id: 1, req: push(PushType::TRUNCATE, 1, 0, vec![entry(0, 1, 0, b"")]) });
-    n.handle(2, Input::Request { id: 2, req: push(PushType::APPEND, 1, 1, vec![entry(1, 1, 48, b"a")]) });
+    n.handle(
+        1,
+        Input::Request {
+            id: 1,
+            req: push(PushType::TRUNCATE, 1, 0, vec![entry(0, 1, 0, b"")]),
+        },
+    );
+    n.handle(
+        2,
+        Input::Request {
+            id: 2,
+            req: push(PushType::APPEND, 1, 1, vec![entry(1, 1, 48, b"a")]),
+        },
+    );
     let _ = drain(&mut n);
     assert_eq!(n.committed_index(), 1);
     // A term-2 leader claims a different entry 1: refused, committed entries stay.
-    n.handle(3, Input::Request { id: 3, req: push(PushType::TRUNCATE, 2, 1, vec![entry(1, 2, 48, b"z")]) });
+    n.handle(
+        3,
+        Input::Request {
+            id: 3,
+            req: push(PushType::TRUNCATE, 2, 1, vec![entry(1, 2, 48, b"z")]),
+        },
+    );
     let a = drain(&mut n);
-    assert_eq!(push_code(a.last().unwrap()), (3, DLedgerCode::INCONSISTENT_STATE, 1));
+    assert_eq!(
+        push_code(a.last().unwrap()),
+        (3, DLedgerCode::INCONSISTENT_STATE, 1)
+    );
     // A term-1 push after the term moved to 2 is EXPIRED_TERM carrying our term.
-    n.handle(4, Input::Request { id: 4, req: push(PushType::COMMIT, 1, 1, vec![]) });
+    n.handle(
+        4,
+        Input::Request {
+            id: 4,
+            req: push(PushType::COMMIT, 1, 1, vec![]),
+        },
+    );
     match drain(&mut n).as_slice() {
-        [Action::Respond { resp: Response::Push(p), .. }] => {
-            assert_eq!((p.code, p.term, p.index), (DLedgerCode::EXPIRED_TERM, 2, None));
+        [Action::Respond {
+            resp: Response::Push(p),
+            ..
+        }] => {
+            assert_eq!(
+                (p.code, p.term, p.index),
+                (DLedgerCode::EXPIRED_TERM, 2, None)
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -327,9 +598,21 @@ fn leader3() -> (Node<MemLog>, Vec<(String, CallId, Request)>) {
     let mut n = node("n0", 3);
     n.tick(1_000);
     let c = calls(&drain(&mut n));
-    n.handle(1_001, Input::Reply { call: c[0].1, result: Ok(accept("n1", 0)) });
+    n.handle(
+        1_001,
+        Input::Reply {
+            call: c[0].1,
+            result: Ok(accept("n1", 0)),
+        },
+    );
     let c = calls(&drain(&mut n));
-    n.handle(1_002, Input::Reply { call: c[0].1, result: Ok(accept("n1", 1)) });
+    n.handle(
+        1_002,
+        Input::Reply {
+            call: c[0].1,
+            result: Ok(accept("n1", 1)),
+        },
+    );
     let c = calls(&drain(&mut n));
     assert_eq!(n.role(), Role::Leader);
     (n, c)
@@ -338,20 +621,55 @@ fn leader3() -> (Node<MemLog>, Vec<(String, CallId, Request)>) {
 #[test]
 fn leader_commits_on_quorum_ack_and_answers_the_proposal() {
     let (mut n, c) = leader3();
-    let compare_n1 = c.iter().find(|(to, _, r)| to == "n1" && matches!(r, Request::Push(_))).unwrap().1;
-    n.handle(1_010, Input::Propose { id: 1, body: Bytes::from_static(b"m") });
-    assert_eq!(drain(&mut n), vec![], "nothing is sent to a follower still in COMPARE");
-    n.handle(1_011, Input::Reply { call: compare_n1, result: Ok(push_ok(0, 1, 0, 1)) });
+    let compare_n1 = c
+        .iter()
+        .find(|(to, _, r)| to == "n1" && matches!(r, Request::Push(_)))
+        .unwrap()
+        .1;
+    n.handle(
+        1_010,
+        Input::Propose {
+            id: 1,
+            body: Bytes::from_static(b"m"),
+        },
+    );
+    assert_eq!(
+        drain(&mut n),
+        vec![],
+        "nothing is sent to a follower still in COMPARE"
+    );
+    n.handle(
+        1_011,
+        Input::Reply {
+            call: compare_n1,
+            result: Ok(push_ok(0, 1, 0, 1)),
+        },
+    );
     let a = drain(&mut n);
     // COMPARE matched -> APPEND the new entry to n1 (batched), commit needs n1's ack of a term-1 entry.
     let c = calls(&a);
     assert_eq!(c.len(), 1);
     let Request::Push(p) = &c[0].2 else { panic!() };
-    assert_eq!((p.push_type, p.first_index(), p.count()), (PushType::APPEND, 1, 1));
-    n.handle(1_012, Input::Reply { call: c[0].1, result: Ok(push_ok(1, 1, 1, 1)) });
+    assert_eq!(
+        (p.push_type, p.first_index(), p.count()),
+        (PushType::APPEND, 1, 1)
+    );
+    n.handle(
+        1_012,
+        Input::Reply {
+            call: c[0].1,
+            result: Ok(push_ok(1, 1, 1, 1)),
+        },
+    );
     let a = drain(&mut n);
     assert_eq!(a[0], Action::CommitAdvanced { index: 1, pos: 97 });
-    assert_eq!(a[1], Action::ProposeDone { id: 1, result: Ok(Appended { index: 1, pos: 48 }) });
+    assert_eq!(
+        a[1],
+        Action::ProposeDone {
+            id: 1,
+            result: Ok(Appended { index: 1, pos: 48 })
+        }
+    );
     let c = calls(&a);
     let Request::Push(p) = &c[0].2 else { panic!() };
     assert_eq!((p.push_type, p.commit_index), (PushType::COMMIT, 1));
@@ -360,16 +678,38 @@ fn leader_commits_on_quorum_ack_and_answers_the_proposal() {
 #[test]
 fn inconsistent_state_sends_the_dispatcher_back_to_compare() {
     let (mut n, c) = leader3();
-    let compare_n1 = c.iter().find(|(to, _, r)| to == "n1" && matches!(r, Request::Push(_))).unwrap().1;
-    n.handle(1_010, Input::Reply { call: compare_n1, result: Ok(push_ok(0, 1, 0, 1)) });
+    let compare_n1 = c
+        .iter()
+        .find(|(to, _, r)| to == "n1" && matches!(r, Request::Push(_)))
+        .unwrap()
+        .1;
+    n.handle(
+        1_010,
+        Input::Reply {
+            call: compare_n1,
+            result: Ok(push_ok(0, 1, 0, 1)),
+        },
+    );
     let _ = drain(&mut n);
-    n.handle(1_011, Input::Propose { id: 1, body: Bytes::from_static(b"m") });
+    n.handle(
+        1_011,
+        Input::Propose {
+            id: 1,
+            body: Bytes::from_static(b"m"),
+        },
+    );
     let c = calls(&drain(&mut n));
     let mut bad = push_ok(1, 1, 0, 1);
     if let Response::Push(p) = &mut bad {
         p.code = DLedgerCode::INCONSISTENT_STATE;
     }
-    n.handle(1_012, Input::Reply { call: c[0].1, result: Ok(bad) });
+    n.handle(
+        1_012,
+        Input::Reply {
+            call: c[0].1,
+            result: Ok(bad),
+        },
+    );
     let c = calls(&drain(&mut n));
     let Request::Push(p) = &c[0].2 else { panic!() };
     assert_eq!((p.push_type, p.first_index()), (PushType::COMPARE, 1));
@@ -380,50 +720,163 @@ fn proposals_beyond_the_pending_window_are_busy_and_step_down_fails_the_rest() {
     let (mut n, _) = leader3();
     n.cfg.max_pending_requests = 2;
     for id in 0..3 {
-        n.handle(1_010, Input::Propose { id, body: Bytes::from_static(b"m") });
+        n.handle(
+            1_010,
+            Input::Propose {
+                id,
+                body: Bytes::from_static(b"m"),
+            },
+        );
     }
     let a = drain(&mut n);
-    assert!(a.contains(&Action::ProposeDone { id: 2, result: Err(ProposeError::Busy) }));
+    assert!(a.contains(&Action::ProposeDone {
+        id: 2,
+        result: Err(ProposeError::Busy)
+    }));
     assert!(ProposeError::Busy.is_definite());
     // No follower answers: after the lease the leader steps down; pending become indeterminate.
     n.tick(1_700);
     let a = drain(&mut n);
-    let done: Vec<_> = a.iter().filter(|x| matches!(x, Action::ProposeDone { .. })).cloned().collect();
+    let done: Vec<_> = a
+        .iter()
+        .filter(|x| matches!(x, Action::ProposeDone { .. }))
+        .cloned()
+        .collect();
     assert_eq!(
         done,
         vec![
-            Action::ProposeDone { id: 0, result: Err(ProposeError::TermChanged) },
-            Action::ProposeDone { id: 1, result: Err(ProposeError::TermChanged) },
+            Action::ProposeDone {
+                id: 0,
+                result: Err(ProposeError::TermChanged)
+            },
+            Action::ProposeDone {
+                id: 1,
+                result: Err(ProposeError::TermChanged)
+            },
         ]
     );
-    assert!(a.contains(&Action::RoleChanged { role: Role::Candidate, term: 1, leader: None }));
+    assert!(a.contains(&Action::RoleChanged {
+        role: Role::Candidate,
+        term: 1,
+        leader: None
+    }));
     assert!(!ProposeError::TermChanged.is_definite());
 }
 
 #[test]
 fn transfer_waits_for_catch_up_then_asks_the_transferee() {
     let (mut n, c) = leader3();
-    let compare_n2 = c.iter().find(|(to, _, r)| to == "n2" && matches!(r, Request::Push(_))).unwrap().1;
+    let compare_n2 = c
+        .iter()
+        .find(|(to, _, r)| to == "n2" && matches!(r, Request::Push(_)))
+        .unwrap()
+        .1;
     n.handle(1_010, Input::TransferLeadership { to: "n2".into() });
     assert_eq!(drain(&mut n), vec![]);
-    n.handle(1_011, Input::Propose { id: 1, body: Bytes::from_static(b"m") });
-    assert_eq!(drain(&mut n), vec![Action::ProposeDone { id: 1, result: Err(ProposeError::Transferring) }]);
-    n.handle(1_012, Input::Reply { call: compare_n2, result: Ok(push_ok(0, 1, 0, 1)) });
-    let c: Vec<_> = calls(&drain(&mut n)).into_iter().filter(|x| matches!(x.2, Request::LeadershipTransfer(_))).collect();
+    n.handle(
+        1_011,
+        Input::Propose {
+            id: 1,
+            body: Bytes::from_static(b"m"),
+        },
+    );
+    assert_eq!(
+        drain(&mut n),
+        vec![Action::ProposeDone {
+            id: 1,
+            result: Err(ProposeError::Transferring)
+        }]
+    );
+    n.handle(
+        1_012,
+        Input::Reply {
+            call: compare_n2,
+            result: Ok(push_ok(0, 1, 0, 1)),
+        },
+    );
+    let c: Vec<_> = calls(&drain(&mut n))
+        .into_iter()
+        .filter(|x| matches!(x.2, Request::LeadershipTransfer(_)))
+        .collect();
     match &c[0].2 {
         Request::LeadershipTransfer(t) => {
-            assert_eq!((t.transferee_id.as_deref(), t.take_leadership_ledger_index, t.term), (Some("n2"), 0, 1));
+            assert_eq!(
+                (
+                    t.transferee_id.as_deref(),
+                    t.take_leadership_ledger_index,
+                    t.term
+                ),
+                (Some("n2"), 0, 1)
+            );
         }
         other => panic!("{other:?}"),
     }
     // The transferee campaigns at once, skipping the pre-vote.
     let mut f = node("n2", 3);
-    f.handle(5, Input::Request { id: 1, req: Request::HeartBeat(Common::request("g", "n0", "n2", Some("n0"), 1)) });
-    f.handle(6, Input::Request { id: 2, req: push_to("n2", PushType::TRUNCATE, 1, -1, vec![entry(0, 1, 0, b"")]) });
+    f.handle(
+        5,
+        Input::Request {
+            id: 1,
+            req: Request::HeartBeat(Common::request("g", "n0", "n2", Some("n0"), 1)),
+        },
+    );
+    f.handle(
+        6,
+        Input::Request {
+            id: 2,
+            req: push_to("n2", PushType::TRUNCATE, 1, -1, vec![entry(0, 1, 0, b"")]),
+        },
+    );
     let _ = drain(&mut f);
-    f.handle(7, Input::Request { id: 3, req: c[0].2.clone() });
+    f.handle(
+        7,
+        Input::Request {
+            id: 3,
+            req: c[0].2.clone(),
+        },
+    );
     let a = drain(&mut f);
     assert_eq!(a[1], hs(2, Some("n2")));
     assert_eq!(calls(&a)[0].2, vote_req("n2", "n0", 2, 0, 1, false));
-    assert!(matches!(a.last(), Some(Action::Respond { resp: Response::LeadershipTransfer(r), .. }) if r.code == DLedgerCode::SUCCESS));
+    assert!(
+        matches!(a.last(), Some(Action::Respond { resp: Response::LeadershipTransfer(r), .. }) if r.code == DLedgerCode::SUCCESS)
+    );
+}
+
+/// Regression (found by the simulator, crashes seed 25): a duplicated TRUNCATE arriving after
+/// later APPENDs were acknowledged must not cut those entries again, or the leader counts a
+/// replica that no longer holds them.
+#[test]
+fn duplicated_truncate_does_not_undo_acknowledged_appends() {
+    let mut n = node("n1", 3);
+    let truncate = push(PushType::TRUNCATE, 1, -1, vec![entry(0, 1, 0, b"")]);
+    n.handle(
+        1,
+        Input::Request {
+            id: 1,
+            req: truncate.clone(),
+        },
+    );
+    n.handle(
+        2,
+        Input::Request {
+            id: 2,
+            req: push(PushType::APPEND, 1, -1, vec![entry(1, 1, 48, b"a")]),
+        },
+    );
+    let _ = drain(&mut n);
+    assert_eq!(n.log().end_index(), 1);
+    n.handle(
+        3,
+        Input::Request {
+            id: 3,
+            req: truncate,
+        },
+    );
+    assert_eq!(push_code(&drain(&mut n)[0]), (3, DLedgerCode::SUCCESS, 1));
+    assert_eq!(
+        n.log().end_index(),
+        1,
+        "entry 1 was acknowledged to this leader and stays"
+    );
 }
