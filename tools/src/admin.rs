@@ -100,10 +100,6 @@ pub struct Admin {
     client: MqClient,
 }
 
-fn int(map: &BTreeMap<String, String>, key: &str) -> Option<i64> {
-    map.get(key).and_then(|v| v.trim().parse().ok())
-}
-
 impl Admin {
     /// Admin calls over `client`.
     pub fn new(client: MqClient) -> Admin {
@@ -529,22 +525,34 @@ impl Admin {
             }
         }
         let group = group.unwrap_or_else(|| name.to_owned());
+        // Members: every configured peer plus every registered broker that named its id.
+        let mut ids: BTreeSet<String> = peers.keys().cloned().collect();
+        ids.extend(by_self_id.keys().cloned());
         let mut members = Vec::new();
-        for (self_id, dledger_addr) in &peers {
+        for self_id in ids {
+            let dledger_addr = peers.get(&self_id).cloned().unwrap_or_default();
             let mut m = MemberStatus {
                 broker_name: name.to_owned(),
                 self_id: self_id.clone(),
                 dledger_addr: dledger_addr.clone(),
                 ..MemberStatus::default()
             };
-            if let Some((id, addr, runtime)) = by_self_id.get(self_id) {
+            let mut alive = false;
+            if let Some((id, addr, runtime)) = by_self_id.get(&self_id) {
                 m.broker_id = Some(*id);
                 m.broker_addr = Some(addr.clone());
+                alive = !runtime.is_empty();
                 fill_from_runtime(&mut m, runtime);
             }
-            let meta = match parse_addr(dledger_addr) {
-                Ok(a) => self.dledger_metadata(a, &group, self_id).await,
-                Err(e) => Err(e),
+            let meta = if dledger_addr.is_empty() {
+                Err(ClientError::InvalidArgument(
+                    "DLedger address unknown (no dLegerPeers; pass --peers)".to_owned(),
+                ))
+            } else {
+                match parse_addr(&dledger_addr) {
+                    Ok(a) => self.dledger_metadata(a, &group, &self_id).await,
+                    Err(e) => Err(e),
+                }
             };
             match meta {
                 Ok(meta) if meta.code == CODE_SUCCESS => {
@@ -553,7 +561,7 @@ impl Admin {
                     }
                     if m.role.is_empty() {
                         m.role = match &meta.leader_id {
-                            Some(l) if l == self_id => "LEADER".to_owned(),
+                            Some(l) if *l == self_id => "LEADER".to_owned(),
                             Some(_) => "FOLLOWER".to_owned(),
                             None => "CANDIDATE".to_owned(),
                         };
@@ -569,15 +577,19 @@ impl Admin {
                     ));
                 }
                 Err(e) => {
-                    if m.role.is_empty() {
-                        m.role = "UNREACHABLE".to_owned();
-                    }
                     m.note = Some(format!("METADATA: {e}"));
                 }
             }
+            if m.role.is_empty() {
+                m.role = match (alive, m.broker_id) {
+                    (true, Some(0)) => "LEADER".to_owned(),
+                    (true, _) => "FOLLOWER".to_owned(),
+                    (false, _) => "UNREACHABLE".to_owned(),
+                };
+            }
             members.push(m);
         }
-        // Registered brokers whose self id is unknown (no config, no peers list).
+        // Registered brokers whose self id is unknown (their config has no dLegerSelfId).
         for (id, addr, runtime) in unknown_self {
             let mut m = MemberStatus {
                 broker_name: name.to_owned(),
@@ -588,7 +600,7 @@ impl Admin {
             };
             fill_from_runtime(&mut m, &runtime);
             if m.role.is_empty() {
-                m.role = if id == 0 { "MASTER" } else { "SLAVE" }.to_owned();
+                m.role = if id == 0 { "LEADER" } else { "FOLLOWER" }.to_owned();
             }
             members.push(m);
         }
@@ -601,21 +613,63 @@ impl Admin {
     }
 }
 
+/// Reads the DLedger keys of a runtime-info table. Key case is ignored
+/// (`dledgerEndIndex` and `dLedgerEndIndex` are the same key).
 fn fill_from_runtime(m: &mut MemberStatus, runtime: &BTreeMap<String, String>) {
     use runtime_keys as k;
-    if let Some(role) = runtime.get(k::ROLE) {
+    let lower: BTreeMap<String, (&str, &String)> = runtime
+        .iter()
+        .map(|(key, v)| (key.to_ascii_lowercase(), (key.as_str(), v)))
+        .collect();
+    let get = |key: &str| lower.get(&key.to_ascii_lowercase()).map(|(_, v)| *v);
+    let get_int = |key: &str| get(key).and_then(|v| v.trim().parse::<i64>().ok());
+    if let Some(role) = get(k::ROLE).filter(|r| !r.is_empty()) {
         m.role = role.to_ascii_uppercase();
     }
-    m.term = int(runtime, k::TERM);
-    m.leader_id = runtime.get(k::LEADER_ID).filter(|s| !s.is_empty()).cloned();
-    m.begin_index = int(runtime, k::BEGIN_INDEX);
-    m.end_index = int(runtime, k::END_INDEX);
-    m.committed_index = int(runtime, k::COMMITTED_INDEX);
-    for (key, value) in runtime {
-        if let Some(peer) = key.strip_prefix(k::PEER_LAG_PREFIX) {
-            m.peer_lags.insert(peer.to_owned(), value.clone());
-        } else if let Some(peer) = key.strip_prefix(k::PEER_WATER_MARK_PREFIX) {
-            m.peer_water_marks.insert(peer.to_owned(), value.clone());
+    m.term = get_int(k::TERM);
+    m.leader_id = get(k::LEADER_ID).filter(|s| !s.is_empty()).cloned();
+    m.begin_index = get_int(k::BEGIN_INDEX);
+    m.end_index = get_int(k::END_INDEX);
+    m.committed_index = get_int(k::COMMITTED_INDEX);
+    let lag_prefix = k::PEER_LAG_PREFIX.to_ascii_lowercase();
+    let wm_prefix = k::PEER_WATER_MARK_PREFIX.to_ascii_lowercase();
+    for (low, (orig, value)) in &lower {
+        if low.starts_with(&lag_prefix) {
+            m.peer_lags
+                .insert(orig[lag_prefix.len()..].to_owned(), (*value).clone());
+        } else if low.starts_with(&wm_prefix) {
+            m.peer_water_marks
+                .insert(orig[wm_prefix.len()..].to_owned(), (*value).clone());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_keys_are_read_case_insensitively() {
+        let rt: BTreeMap<String, String> = [
+            ("dledgerRole", "leader"),
+            ("dledgerTerm", "3"),
+            ("dLedgerEndIndex", "41"),
+            ("dLedgerCommittedIndex", "40"),
+            ("dledgerPeerLag_n1", "2"),
+            ("dledgerPeerWaterMark_n1", "39"),
+            ("brokerActive", "true"),
+        ]
+        .into_iter()
+        .map(|(a, b)| (a.to_owned(), b.to_owned()))
+        .collect();
+        let mut m = MemberStatus::default();
+        fill_from_runtime(&mut m, &rt);
+        assert_eq!(m.role, "LEADER");
+        assert_eq!(m.term, Some(3));
+        assert_eq!(m.end_index, Some(41));
+        assert_eq!(m.committed_index, Some(40));
+        assert_eq!(m.begin_index, None);
+        assert_eq!(m.peer_lags["n1"], "2");
+        assert_eq!(m.peer_water_marks["n1"], "39");
     }
 }
