@@ -449,3 +449,23 @@ fn cleaner_deletes_old_files_up_to_the_floor_and_sets_disk_full() {
         assert_eq!(s.end_index(), Some(Index(200)));
     }
 }
+
+#[test]
+fn next_file_is_preallocated_ahead_of_need() {
+    let b = Backend::fs();
+    let mut s = b.open(&small_cfg()).unwrap();
+    s.append_leader(Term(1), b"first").unwrap();
+    // Poll (no sleeps for synchronization) until the background thread created the next
+    // data and index files, while the writer is still in the first ones.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let full = |name: &str, len: usize| b.read(name).is_some_and(|d| d.len() == len);
+    while !(full("data/00000000000000004096", 4096) && full("index/00000000000000002048", 2048)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "next files not preallocated: {:?}",
+            b.names()
+        );
+        std::thread::yield_now();
+    }
+    assert_eq!(s.end_pos(), Pos(53));
+}

@@ -13,6 +13,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use memmap2::{MmapOptions, MmapRaw};
@@ -29,12 +30,31 @@ pub(crate) struct MmapSegment {
     _file: File,
 }
 
-/// Appends zero bytes to `file` from `from` up to `to` with real writes, so the blocks are
-/// allocated now and ENOSPC surfaces as an error here rather than as SIGBUS on a mapped write.
-fn zero_fill(file: &mut File, from: u64, to: u64) -> io::Result<()> {
+/// Allocates `[from, to)` of `file` (extending it) so the blocks exist now and ENOSPC surfaces
+/// as an error here rather than as SIGBUS on a mapped write. `posix_fallocate` reserves blocks
+/// without copying zeros through the page cache; where the filesystem cannot, zeros are written.
+fn allocate(file: &mut File, from: u64, to: u64) -> io::Result<()> {
     if to <= from {
         return Ok(());
     }
+    let (Ok(off), Ok(len)) = (
+        libc::off_t::try_from(from),
+        libc::off_t::try_from(to - from),
+    ) else {
+        return Err(io::Error::other("file range too large"));
+    };
+    // SAFETY: plain syscall on a file descriptor we own for the duration of the call; it reads
+    // and writes no memory of ours.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), off, len) };
+    match rc {
+        0 => Ok(()),
+        libc::EOPNOTSUPP | libc::EINVAL => zero_fill(file, from, to),
+        errno => Err(io::Error::from_raw_os_error(errno)),
+    }
+}
+
+/// Writes zero bytes from `from` up to `to` (fallback allocation).
+fn zero_fill(file: &mut File, from: u64, to: u64) -> io::Result<()> {
     let zeros = vec![0u8; ZERO_CHUNK.min((to - from) as usize)];
     file.seek(SeekFrom::Start(from))?;
     let mut left = to - from;
@@ -63,7 +83,7 @@ impl MmapSegment {
                 "existing file longer than the segment size",
             ));
         }
-        zero_fill(&mut file, have, len)?;
+        allocate(&mut file, have, len)?;
         let seg = Self::map(file, path, len)?;
         seg.pretouch();
         Ok(seg)
@@ -75,7 +95,7 @@ impl MmapSegment {
         let mut file = OpenOptions::new().read(true).write(true).open(path)?;
         let have = file.metadata()?.len();
         if have < len {
-            zero_fill(&mut file, have, len)?;
+            allocate(&mut file, have, len)?;
         }
         Self::map(file, path, len)
     }
