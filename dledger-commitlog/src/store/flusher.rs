@@ -10,7 +10,7 @@
 //! The thread also writes the checkpoint every `checkpoint_interval_ms`, with a committed index
 //! sampled *before* the flush, so the checkpoint never names data that is not durable.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -35,15 +35,14 @@ pub struct FlushProgress {
     pub poisoned: bool,
 }
 
+/// Dirty ranges not yet flushed: `[from, max(to, written))`. `to` only exceeds the written
+/// end after a cut zeroed bytes beyond it.
 #[derive(Debug, Default)]
 struct Marks {
-    /// Dirty data range `[data_from, data_to)`; can extend past `data_written` after a cut.
     data_from: u64,
     data_to: u64,
-    data_written: u64,
     index_from: u64,
     index_to: u64,
-    index_written: u64,
     wake: bool,
     stop: bool,
 }
@@ -51,6 +50,9 @@ struct Marks {
 #[derive(Debug)]
 pub(crate) struct FlushState {
     marks: Mutex<Marks>,
+    /// Written ends, updated by the writer on every append without taking the lock.
+    data_written: AtomicU64,
+    index_written: AtomicU64,
     cv: Condvar,
     flush_lock: Mutex<()>,
     tx: watch::Sender<FlushProgress>,
@@ -67,12 +69,12 @@ impl FlushState {
             marks: Mutex::new(Marks {
                 data_from: written,
                 data_to: written,
-                data_written: written,
                 index_from: index_written,
                 index_to: index_written,
-                index_written,
                 ..Marks::default()
             }),
+            data_written: AtomicU64::new(written),
+            index_written: AtomicU64::new(index_written),
             cv: Condvar::new(),
             flush_lock: Mutex::new(()),
             tx,
@@ -94,14 +96,10 @@ impl FlushState {
 
     /// Writer: bytes up to these ends were written.
     pub(crate) fn note_written(&self, data_end: u64, index_end: u64) {
-        let mut m = self.marks();
-        m.data_written = data_end;
-        m.data_to = m.data_to.max(data_end);
-        m.index_written = index_end;
-        m.index_to = m.index_to.max(index_end);
+        self.data_written.store(data_end, Ordering::Release);
+        self.index_written.store(index_end, Ordering::Release);
         if self.sync_mode {
-            m.wake = true;
-            drop(m);
+            self.marks().wake = true;
             self.cv.notify_one();
         }
     }
@@ -110,9 +108,9 @@ impl FlushState {
     pub(crate) fn note_truncated(&self, data_cut: u64, index_cut: u64) {
         let mut m = self.marks();
         m.data_from = m.data_from.min(data_cut);
-        m.data_written = data_cut;
+        self.data_written.store(data_cut, Ordering::Release);
         m.index_from = m.index_from.min(index_cut);
-        m.index_written = index_cut;
+        self.index_written.store(index_cut, Ordering::Release);
         drop(m);
         self.tx.send_if_modified(|p| {
             let changed = p.flushed.0 > data_cut;
@@ -152,17 +150,19 @@ pub(crate) fn flush_now(sh: &Shared) -> Result<Pos, StoreError> {
     }
     let (df, dt, dw, xf, xt) = {
         let mut m = sh.flush.marks();
+        let dw = sh.flush.data_written.load(Ordering::Acquire);
+        let xw = sh.flush.index_written.load(Ordering::Acquire);
         let snap = (
             m.data_from,
-            m.data_to,
-            m.data_written,
+            m.data_to.max(dw),
+            dw,
             m.index_from,
-            m.index_to,
+            m.index_to.max(xw),
         );
-        m.data_from = m.data_written;
-        m.data_to = m.data_written;
-        m.index_from = m.index_written;
-        m.index_to = m.index_written;
+        m.data_from = dw;
+        m.data_to = dw;
+        m.index_from = xw;
+        m.index_to = xw;
         m.wake = false;
         snap
     };
