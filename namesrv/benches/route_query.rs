@@ -8,7 +8,7 @@
 //! 3. `namesrv`— the real name server.
 //!
 //! Run: `cargo bench -p namesrv --bench route_query` (env `BENCH_SECS`, default 3 s per
-//! figure; `BENCH_CONNECTIONS`, default 4 client connections sharing the 64 in-flight
+//! figure; `BENCH_CONNECTIONS`, default 1 client connection — like a Java client — carrying the 64 in-flight
 //! requests). Runs on a 2-worker tokio runtime, like the 2-core target machine.
 
 #![allow(clippy::unwrap_used)] // tests and benches may unwrap
@@ -201,7 +201,7 @@ async fn bench_network(secs: u64, connections: usize, body_len: usize) -> (f64, 
 
 fn main() {
     let secs = env_num("BENCH_SECS", 3);
-    let connections = env_num("BENCH_CONNECTIONS", 4) as usize;
+    let connections = env_num("BENCH_CONNECTIONS", 1) as usize;
     let (table_qps, body_len) = bench_table(secs);
     println!("table:   {table_qps:>10.0} route lookups+encodes/s (1 thread, body {body_len} B)");
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -7,6 +7,7 @@
 //! body                    JSON bodies (re-exported from remoting::body)
 //! route                   RouteTable: pure, synchronous, clock passed in (now_ms)
 //! kv_config, config       KV namespaces (optionally persisted), settings
+//! route_cache             encoded route JSON per topic, dropped on any table/KV change
 //! headers, processor      request code -> table operation -> RemotingCommand response
 //! server                  remoting server + connection-close hook + expiry scan
 //! bin/mqnamesrv           command line, logging, signals
@@ -20,6 +21,8 @@
 //!   removed by the next scan;
 //! - malformed requests (bad header, body, CRC) get an error response and change nothing;
 //! - route JSON is always compact standard JSON with quoted numeric keys (quirk Q7);
+//! - a cached route is served only while no table, KV or switch change happened since it
+//!   was built (generation bumped under the writer's lock);
 //! - no lock is held across an `.await`.
 
 pub mod body;
@@ -29,6 +32,7 @@ pub mod headers;
 pub mod kv_config;
 pub mod processor;
 pub mod route;
+pub mod route_cache;
 pub mod server;
 
 pub use config::{NameServerConfig, Switches, DEFAULT_PORT};

@@ -2,6 +2,7 @@
 //! builds the responses. Every handler is synchronous: locks are taken and released inside
 //! one call, never across an `.await`.
 
+use std::ops::{Deref, DerefMut};
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
@@ -28,6 +29,7 @@ use crate::route::{
     BrokerRegistration, BrokerUnregistration, ConnectionId, RouteTable, RouteTableOptions,
     UnitTopicFilter, WritePermChange,
 };
+use crate::route_cache::RouteCache;
 
 /// Extension field a 5.x broker uses to report its zone.
 const ZONE_NAME_KEY: &str = "__ZONE_NAME";
@@ -37,8 +39,35 @@ pub struct NameServerState {
     table: RwLock<RouteTable>,
     kv: Mutex<KvConfig>,
     switches: RwLock<Switches>,
+    routes: RouteCache,
     config: NameServerConfig,
     epoch: Instant,
+}
+
+/// Write access to the route table that marks cached routes stale when released (while the
+/// lock is still held, so no reader can cache a route built from the old table afterwards).
+pub struct TableWriteGuard<'a> {
+    guard: RwLockWriteGuard<'a, RouteTable>,
+    routes: &'a RouteCache,
+}
+
+impl Deref for TableWriteGuard<'_> {
+    type Target = RouteTable;
+    fn deref(&self) -> &RouteTable {
+        &self.guard
+    }
+}
+
+impl DerefMut for TableWriteGuard<'_> {
+    fn deref_mut(&mut self) -> &mut RouteTable {
+        &mut self.guard
+    }
+}
+
+impl Drop for TableWriteGuard<'_> {
+    fn drop(&mut self) {
+        self.routes.invalidate();
+    }
 }
 
 /// Early return of a handler: the error response to send.
@@ -57,6 +86,7 @@ impl NameServerState {
             table: RwLock::new(RouteTable::new(options)),
             kv: Mutex::new(kv),
             switches: RwLock::new(config.switches),
+            routes: RouteCache::default(),
             config,
             epoch: Instant::now(),
         }
@@ -72,9 +102,12 @@ impl NameServerState {
         self.table.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Write access to the route table.
-    pub fn table_mut(&self) -> RwLockWriteGuard<'_, RouteTable> {
-        self.table.write().unwrap_or_else(PoisonError::into_inner)
+    /// Write access to the route table; cached routes become stale when it is released.
+    pub fn table_mut(&self) -> TableWriteGuard<'_> {
+        TableWriteGuard {
+            guard: self.table.write().unwrap_or_else(PoisonError::into_inner),
+            routes: &self.routes,
+        }
     }
 
     fn kv(&self) -> MutexGuard<'_, KvConfig> {
@@ -85,7 +118,8 @@ impl NameServerState {
         *self.switches.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Answers one request (`None` for codes the name server does not serve).
+    /// Answers one request; codes the name server does not serve get Java's
+    /// REQUEST_CODE_NOT_SUPPORTED answer.
     pub fn handle(&self, conn: Option<ConnectionId>, request: &RemotingCommand) -> RemotingCommand {
         let code = request.request_code();
         let result = match code {
@@ -194,7 +228,13 @@ impl NameServerState {
 
     fn route_by_topic(&self, request: &RemotingCommand) -> Handled {
         let header: GetRouteInfoRequestHeader = decode_header(request)?;
-        let route = self.table().topic_route(&header.topic);
+        if let Some(json) = self.routes.get(&header.topic) {
+            return Ok(RemotingCommand::success().with_body(json));
+        }
+        let (generation, route) = {
+            let table = self.table();
+            (self.routes.generation(), table.topic_route(&header.topic))
+        };
         let Some(mut route) = route else {
             return Err(error(
                 ResponseCode::TOPIC_NOT_EXIST,
@@ -211,7 +251,9 @@ impl NameServerState {
                 .map(str::to_owned);
         }
         // Always standard JSON with quoted keys (quirk Q7), whatever the client version.
-        json_ok(&route)
+        let json = encode(&route)?;
+        self.routes.put(&header.topic, generation, json.clone());
+        Ok(RemotingCommand::success().with_body(json))
     }
 
     fn query_data_version(&self, request: &RemotingCommand) -> Handled {
@@ -241,9 +283,10 @@ impl NameServerState {
 
     fn put_kv_config(&self, request: &RemotingCommand) -> Handled {
         let h: PutKvConfigRequestHeader = decode_header(request)?;
-        self.kv()
-            .put(&h.namespace, &h.key, &h.value)
-            .map_err(|e| error(ResponseCode::SYSTEM_ERROR, e.to_string()))?;
+        let mut kv = self.kv();
+        let stored = kv.put(&h.namespace, &h.key, &h.value);
+        self.routes.invalidate();
+        stored.map_err(|e| error(ResponseCode::SYSTEM_ERROR, e.to_string()))?;
         Ok(RemotingCommand::success())
     }
 
@@ -264,9 +307,10 @@ impl NameServerState {
 
     fn delete_kv_config(&self, request: &RemotingCommand) -> Handled {
         let h: GetKvConfigRequestHeader = decode_header(request)?;
-        self.kv()
-            .delete(&h.namespace, &h.key)
-            .map_err(|e| error(ResponseCode::SYSTEM_ERROR, e.to_string()))?;
+        let mut kv = self.kv();
+        let stored = kv.delete(&h.namespace, &h.key);
+        self.routes.invalidate();
+        stored.map_err(|e| error(ResponseCode::SYSTEM_ERROR, e.to_string()))?;
         Ok(RemotingCommand::success())
     }
 

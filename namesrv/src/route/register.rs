@@ -43,9 +43,20 @@ impl RouteTable {
         }
 
         // One address, one id: drop the entries a role change left behind.
-        broker
-            .broker_addrs
-            .retain(|&id, addr| id == reg.broker_id || *addr != reg.broker_addr);
+        let mut old_ids = Vec::new();
+        broker.broker_addrs.retain(|&id, addr| {
+            let stale = id != reg.broker_id && *addr == reg.broker_addr;
+            if stale {
+                old_ids.push(id);
+            }
+            !stale
+        });
+        if !old_ids.is_empty() {
+            info!(
+                name = %reg.broker_name, addr = %reg.broker_addr, ?old_ids, new_id = reg.broker_id,
+                "broker id changed"
+            );
+        }
 
         // A registration may not take an id from a broker with a newer state version
         // (controller-mode rule; DLedger brokers always send state version 0).
