@@ -7,12 +7,13 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use broker::message::properties::property_pairs;
 use broker::message::record::{
     encode_record, CrcCheck, MagicPolicy, MessageLimits, RecordFields, RecordView,
 };
 use broker::message::{
-    decode_batch, decode_offset_msg_id, decode_records, java_string_hash, offset_msg_id,
-    MessageProperties,
+    decode_batch, decode_offset_msg_id, decode_records, find_property, java_string_hash,
+    offset_msg_id, MessageProperties,
 };
 use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
@@ -159,6 +160,19 @@ proptest! {
             prop_assert!(v.total_size as usize <= cut);
         }
         let _ = decode_records(Bytes::from(bytes), CrcCheck::Verify).count();
+    }
+
+    #[test]
+    fn fast_property_lookup_agrees_with_the_java_pair_rules(
+        data in prop::collection::vec(prop_oneof![Just(1u8), Just(2u8), Just(b'K'), Just(b'v'), any::<u8>()], 0..60),
+        key in "[Kv\x01]{0,3}",
+    ) {
+        let slow = if key.is_empty() {
+            None
+        } else {
+            property_pairs(&data).filter(|(k, _)| *k == key.as_bytes()).last().map(|(_, v)| v)
+        };
+        prop_assert_eq!(find_property(&data, &key), slow);
     }
 
     #[test]

@@ -119,10 +119,23 @@ impl<'a> Iterator for PropertyPairs<'a> {
 /// The effective value of `key` in an encoded properties string (last duplicate wins),
 /// without allocating.
 pub fn find_property<'a>(encoded: &'a [u8], key: &str) -> Option<&'a [u8]> {
-    property_pairs(encoded)
-        .filter(|(k, _)| *k == key.as_bytes())
-        .last()
-        .map(|(_, v)| v)
+    let key = key.as_bytes();
+    if key.is_empty() || key.contains(&NAME_VALUE_SEPARATOR) || key.contains(&PROPERTY_SEPARATOR) {
+        return None;
+    }
+    let mut found = None;
+    for segment in encoded.split(|&b| b == PROPERTY_SEPARATOR) {
+        // Same rule as `PropertyPairs`: the first 0x01 ends the key; keys never contain 0x01,
+        // so a segment whose first `key.len()` bytes are the key and are followed by 0x01 is
+        // exactly a pair with this key.
+        if segment.len() > key.len() + 1
+            && segment[key.len()] == NAME_VALUE_SEPARATOR
+            && segment.starts_with(key)
+        {
+            found = Some(&segment[key.len() + 1..]);
+        }
+    }
+    found
 }
 
 /// An owned, insertion-ordered properties map (few entries, so a vector beats hashing).
