@@ -87,6 +87,11 @@ fn sim05_sim13_power_loss_with_sync_flush_and_a_slow_disk() {
 }
 
 #[test]
+fn sim14_disk_full_never_acks_and_refusals_never_appear() {
+    sweep("disk_full");
+}
+
+#[test]
 fn sim08_rejoining_follower_causes_no_election() {
     for o in sweep("rejoin") {
         assert_eq!(

@@ -13,6 +13,7 @@ pub const FAMILIES: &[&str] = &[
     "partitions5",
     "crashes",
     "power_loss",
+    "disk_full",
     "transfer",
     "rejoin",
 ];
@@ -65,6 +66,13 @@ pub fn family(name: &str) -> Option<SimOptions> {
         "power_loss" => SimOptions {
             power_loss: true,
             slow_disk: true,
+            chaos: true,
+            ..d
+        },
+        // SIM-14: disks that refuse writes for a while, with crashes and chaos.
+        "disk_full" => SimOptions {
+            disk_full: true,
+            crashes: true,
             chaos: true,
             ..d
         },

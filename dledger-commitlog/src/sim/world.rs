@@ -37,6 +37,8 @@ pub struct SimOptions {
     pub slow_disk: bool,
     /// Random leadership transfers (SIM-15).
     pub transfers: bool,
+    /// A node's disk refuses writes (ENOSPC) for a while (SIM-14).
+    pub disk_full: bool,
     /// Isolate one follower for most of the fault phase, then heal (SIM-08).
     pub isolate_follower: bool,
     /// Crashes always hit the leader and never take down a majority (failover timing).
@@ -62,6 +64,7 @@ impl Default for SimOptions {
             power_loss: false,
             slow_disk: false,
             transfers: false,
+            disk_full: false,
             isolate_follower: false,
             kill_leader_only: false,
             bugs: BugInjection::default(),
@@ -143,6 +146,7 @@ struct Slot {
     restart_at_ms: u64,
     last_committed: Index,
     slow_disk: bool,
+    disk_full_until: u64,
 }
 
 struct World {
@@ -169,6 +173,8 @@ struct World {
     leaderless_since: Option<u64>,
     longest_leaderless_ms: u64,
     healed: bool,
+    /// Bodies of proposals refused definitely: they must never appear in a log.
+    refused: Vec<Bytes>,
     elections_at_heal: usize,
     elections_at_startup: Option<usize>,
 }
@@ -217,6 +223,7 @@ impl World {
             leaderless_since: Some(0),
             longest_leaderless_ms: 0,
             healed: false,
+            refused: Vec::new(),
             elections_at_heal: 0,
             elections_at_startup: None,
             opts,
@@ -230,6 +237,7 @@ impl World {
                 restart_at_ms: 0,
                 last_committed: -1,
                 slow_disk: slow == Some(i),
+                disk_full_until: 0,
             });
             w.start(i);
         }
@@ -279,7 +287,9 @@ impl World {
     fn start(&mut self, i: usize) {
         let cfg = self.config(i);
         let s = &mut self.slots[i];
-        let log = s.down_log.take().unwrap_or_default();
+        let mut log = s.down_log.take().unwrap_or_default();
+        log.disk_full = false; // a restart comes back with space (the fault is transient)
+        s.disk_full_until = 0;
         let hint = s.last_committed.min(log.end_index());
         s.inc += 1;
         match Node::new(cfg, s.hard.clone(), log, hint, self.now) {
@@ -426,6 +436,11 @@ impl World {
                     return Ok(());
                 };
                 self.note(|| format!("n{i} propose#{id} done {result:?}"));
+                if let Err(e) = &result {
+                    if e.is_definite() {
+                        self.refused.push(body.clone());
+                    }
+                }
                 if let Ok(app) = result {
                     let logs: Vec<Option<&MemLog>> = self
                         .slots
@@ -525,6 +540,9 @@ impl World {
         if self.opts.transfers {
             kinds.push(2);
         }
+        if self.opts.disk_full {
+            kinds.push(3);
+        }
         if kinds.is_empty() {
             return Ok(());
         }
@@ -551,6 +569,15 @@ impl World {
                     };
                     let after = self.rng.next_u64() % 5_000;
                     self.crash(victim, after);
+                }
+            }
+            3 => {
+                let victim = (self.rng.next_u64() % n as u64) as usize;
+                let until = self.now + 500 + self.rng.next_u64() % 2_500;
+                if let Some(node) = self.slots[victim].node.as_mut() {
+                    node.log_mut().disk_full = true;
+                    self.slots[victim].disk_full_until = until;
+                    self.note(|| format!("DISK FULL n{victim} until {until}"));
                 }
             }
             _ => {
@@ -652,6 +679,13 @@ impl World {
                     }
                 }
                 for i in 0..n {
+                    let full_until = self.slots[i].disk_full_until;
+                    if full_until != 0 && (t >= full_until || self.healed) {
+                        self.slots[i].disk_full_until = 0;
+                        if let Some(nd) = self.slots[i].node.as_mut() {
+                            nd.log_mut().disk_full = false;
+                        }
+                    }
                     if self.slots[i].node.is_none()
                         && !self.healed
                         && t >= self.slots[i].restart_at_ms
@@ -754,6 +788,15 @@ impl World {
         self.checker
             .check_acked_in(leader.log())
             .map_err(|e| self.fail(e))?;
+        let bodies: std::collections::BTreeSet<&Bytes> =
+            leader.log().iter().map(|e| &e.body).collect();
+        if let Some(b) = self.refused.iter().find(|b| bodies.contains(b)) {
+            let what = format!(
+                "a definitely refused proposal ({:02x?}) is in the final log",
+                &b[..8]
+            );
+            return Err(self.fail(what));
+        }
         // Proposals still open must be recent or on a node that since crashed (lost).
         let stuck = self
             .proposals
