@@ -165,13 +165,13 @@ fn bench_rpc(c: &mut Criterion) {
     let addr = server.local_addr();
     let request = sample_command(SerializeType::Json);
     let frame = request.encode_to_bytes().unwrap_or_else(|e| panic!("{e}"));
-    let mut raw_stream = rt.block_on(async {
+    let mut raw_stream = Some(rt.block_on(async {
         let s = TcpStream::connect(raw_addr)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         let _ = s.set_nodelay(true);
         s
-    });
+    }));
     let timeout = Duration::from_secs(10);
 
     let mut g = c.benchmark_group("rpc");
@@ -179,38 +179,48 @@ fn bench_rpc(c: &mut Criterion) {
     for inflight in [1usize, 64] {
         g.bench_function(format!("remoting_inflight_{inflight}"), |b| {
             b.iter_custom(|iters| {
-                rt.block_on(async {
-                    let start = Instant::now();
-                    let mut pending = FuturesUnordered::new();
-                    let mut issued = 0u64;
-                    while issued < iters.min(inflight as u64) {
-                        pending.push(client.invoke(addr, request.clone(), timeout));
-                        issued += 1;
-                    }
-                    while let Some(r) = pending.next().await {
-                        if let Err(e) = r {
-                            panic!("invoke failed: {e}");
-                        }
-                        if issued < iters {
+                let client = client.clone();
+                let request = request.clone();
+                // The load generator runs on the runtime like any other task.
+                let el = rt
+                    .block_on(rt.spawn(async move {
+                        let start = Instant::now();
+                        let mut pending = FuturesUnordered::new();
+                        let mut issued = 0u64;
+                        while issued < iters.min(inflight as u64) {
                             pending.push(client.invoke(addr, request.clone(), timeout));
                             issued += 1;
                         }
-                    }
-                    let el = start.elapsed();
-                    record(&format!("rpc/remoting_{inflight}"), el, iters);
-                    el
-                })
+                        while let Some(r) = pending.next().await {
+                            if let Err(e) = r {
+                                panic!("invoke failed: {e}");
+                            }
+                            if issued < iters {
+                                pending.push(client.invoke(addr, request.clone(), timeout));
+                                issued += 1;
+                            }
+                        }
+                        start.elapsed()
+                    }))
+                    .unwrap_or_else(|e| panic!("load task: {e}"));
+                record(&format!("rpc/remoting_{inflight}"), el, iters);
+                el
             })
         });
         g.bench_function(format!("raw_echo_inflight_{inflight}"), |b| {
             b.iter_custom(|iters| {
-                rt.block_on(async {
-                    let start = Instant::now();
-                    raw_roundtrips(&mut raw_stream, &frame, iters, inflight).await;
-                    let el = start.elapsed();
-                    record(&format!("rpc/raw_{inflight}"), el, iters);
-                    el
-                })
+                let frame = frame.clone();
+                let mut stream = raw_stream.take().unwrap_or_else(|| panic!("raw stream"));
+                let (el, stream) = rt
+                    .block_on(rt.spawn(async move {
+                        let start = Instant::now();
+                        raw_roundtrips(&mut stream, &frame, iters, inflight).await;
+                        (start.elapsed(), stream)
+                    }))
+                    .unwrap_or_else(|e| panic!("raw task: {e}"));
+                raw_stream = Some(stream);
+                record(&format!("rpc/raw_{inflight}"), el, iters);
+                el
             })
         });
     }
@@ -236,10 +246,11 @@ fn report() {
             per_op(&format!("rpc/raw_{inflight}")),
         ) {
             println!(
-                "rpc inflight={inflight}: remoting {:.0} req/s, raw echo {:.0} req/s, ratio {:.2}x",
+                "rpc inflight={inflight}: remoting {:.0} req/s, raw echo {:.0} req/s, ratio {:.2}x (ops {})",
                 1.0 / ours,
                 1.0 / raw,
-                raw / ours
+                raw / ours,
+                r.get(&format!("rpc/remoting_{inflight}")).map(|x| x.1).unwrap_or(0)
             );
         }
     }

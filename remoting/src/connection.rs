@@ -15,9 +15,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use futures_util::FutureExt;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
@@ -80,7 +80,7 @@ struct Shared {
     id: ConnectionId,
     remote: SocketAddr,
     local: SocketAddr,
-    tx: mpsc::Sender<Bytes>,
+    tx: mpsc::Sender<RemotingCommand>,
     pending: Mutex<HashMap<i32, oneshot::Sender<RemotingCommand>>>,
     closed: CancellationToken,
     config: ConnectionConfig,
@@ -183,13 +183,23 @@ impl ConnectionHandle {
         }
     }
 
-    fn encode(&self, cmd: &RemotingCommand) -> Result<Bytes, RemotingError> {
+    /// Makes sure the writer will be able to encode `cmd` (frames are encoded by the writer,
+    /// straight into its output buffer). A cheap upper bound settles almost every case.
+    fn check_encodable(&self, cmd: &RemotingCommand) -> Result<(), RemotingError> {
+        let max = self.shared.config.max_frame_len;
+        if encoded_len_upper_bound(cmd) <= max.min(frame::MAX_HEADER_LEN) {
+            return Ok(());
+        }
         let mut buf = BytesMut::new();
-        cmd.encode(&mut buf, self.shared.config.max_frame_len)?;
-        Ok(buf.freeze())
+        cmd.encode(&mut buf, max)?;
+        Ok(())
     }
 
-    async fn enqueue(&self, frame: Bytes, deadline: Instant) -> Result<(), RemotingError> {
+    async fn enqueue(
+        &self,
+        frame: RemotingCommand,
+        deadline: Instant,
+    ) -> Result<(), RemotingError> {
         if self.is_closed() {
             return Err(self.closed_error());
         }
@@ -211,7 +221,7 @@ impl ConnectionHandle {
         let opaque = next_opaque();
         request.set_opaque(opaque);
         request.set_flag(request.flag() & !(FLAG_RESPONSE | FLAG_ONEWAY));
-        let frame = self.encode(&request)?;
+        self.check_encodable(&request)?;
         let (tx, rx) = oneshot::channel();
         {
             let mut pending = self.shared.pending();
@@ -231,7 +241,7 @@ impl ConnectionHandle {
         if self.is_closed() {
             return Err(self.closed_error());
         }
-        self.enqueue(frame, deadline).await.map_err(|e| match e {
+        self.enqueue(request, deadline).await.map_err(|e| match e {
             RemotingError::Timeout { .. } => self.timeout_error(timeout),
             other => other,
         })?;
@@ -251,8 +261,8 @@ impl ConnectionHandle {
     ) -> Result<(), RemotingError> {
         request.set_opaque(next_opaque());
         request.set_flag((request.flag() & !FLAG_RESPONSE) | FLAG_ONEWAY);
-        let frame = self.encode(&request)?;
-        self.enqueue(frame, Instant::now() + timeout)
+        self.check_encodable(&request)?;
+        self.enqueue(request, Instant::now() + timeout)
             .await
             .map_err(|e| match e {
                 RemotingError::Timeout { .. } => self.timeout_error(timeout),
@@ -262,13 +272,18 @@ impl ConnectionHandle {
 
     /// Writes a command as is (e.g. a response built by hand). Waits for room in the queue.
     pub async fn send(&self, cmd: &RemotingCommand) -> Result<(), RemotingError> {
-        let frame = self.encode(cmd)?;
+        self.send_command(cmd.clone()).await
+    }
+
+    /// Like [`ConnectionHandle::send`], taking the command by value (no clone).
+    pub async fn send_command(&self, cmd: RemotingCommand) -> Result<(), RemotingError> {
+        self.check_encodable(&cmd)?;
         if self.is_closed() {
             return Err(self.closed_error());
         }
         self.shared
             .tx
-            .send(frame)
+            .send(cmd)
             .await
             .map_err(|_| self.closed_error())
     }
@@ -345,13 +360,17 @@ pub(crate) fn spawn_connection(
     Ok(handle)
 }
 
+/// Output buffer size that triggers a write; also the capacity kept between writes.
+const WRITE_CHUNK: usize = 64 * 1024;
+
 async fn writer_loop(
     conn: ConnectionHandle,
-    write_half: OwnedWriteHalf,
-    mut rx: mpsc::Receiver<Bytes>,
+    mut write_half: OwnedWriteHalf,
+    mut rx: mpsc::Receiver<RemotingCommand>,
     done: CancellationToken,
 ) {
-    let mut out = BufWriter::with_capacity(64 * 1024, write_half);
+    let max = conn.shared.config.max_frame_len;
+    let mut out = BytesMut::with_capacity(WRITE_CHUNK);
     let closed = conn.shared.closed.clone();
     let mut interrupted = false;
     let mut failure: Option<std::io::Error> = None;
@@ -362,24 +381,24 @@ async fn writer_loop(
             _ = closed.cancelled() => None,
         };
         let Some(first) = first else { break };
-        let batch = async {
-            out.write_all(&first).await?;
-            // Batch whatever is already queued into one flush.
-            let mut batched = 1;
-            while batched < 256 {
-                match rx.try_recv() {
-                    Ok(f) => {
-                        out.write_all(&f).await?;
-                        batched += 1;
-                    }
-                    Err(_) => break,
+        encode_into(&conn, &first, &mut out, max);
+        // Encode whatever is queued into the same buffer: one syscall for a burst. When the
+        // queue runs dry, yield once so producers woken by the same event (a burst of
+        // responses, pipelined requests) can add their frames.
+        let mut yielded = false;
+        while out.len() < WRITE_CHUNK {
+            match rx.try_recv() {
+                Ok(cmd) => encode_into(&conn, &cmd, &mut out, max),
+                Err(_) if !yielded => {
+                    yielded = true;
+                    tokio::task::yield_now().await;
                 }
+                Err(_) => break,
             }
-            out.flush().await
-        };
+        }
         // A peer that stops reading must not pin this task once the connection is closed.
         let r = tokio::select! {
-            r = batch => r,
+            r = write_half.write_all(&out) => r,
             _ = closed.cancelled() => {
                 interrupted = true;
                 break;
@@ -389,16 +408,21 @@ async fn writer_loop(
             failure = Some(e);
             break;
         }
+        out.clear();
+        if out.capacity() > 16 * WRITE_CHUNK {
+            // A huge frame passed through; do not keep its buffer for the connection's life.
+            out = BytesMut::with_capacity(WRITE_CHUNK);
+        }
         conn.shared.touch();
     }
     if failure.is_none() && !interrupted {
         // Closing: write what was already queued (responses of drained processors), then FIN.
         let drain = async {
-            while let Ok(f) = rx.try_recv() {
-                out.write_all(&f).await?;
+            while let Ok(cmd) = rx.try_recv() {
+                encode_into(&conn, &cmd, &mut out, max);
             }
-            out.flush().await?;
-            out.shutdown().await
+            write_half.write_all(&out).await?;
+            write_half.shutdown().await
         };
         if let Ok(Err(e)) = tokio::time::timeout(Duration::from_secs(2), drain).await {
             failure = Some(e);
@@ -409,6 +433,28 @@ async fn writer_loop(
     }
     conn.close();
     done.cancel();
+}
+
+/// Encodes one queued command. Senders checked encodability already; should it still fail,
+/// the frame is dropped and a request's waiter is failed rather than left to time out.
+fn encode_into(conn: &ConnectionHandle, cmd: &RemotingCommand, out: &mut BytesMut, max: usize) {
+    if let Err(e) = cmd.encode(out, max) {
+        tracing::error!(conn = %conn.id(), code = cmd.code(), error = %e, "frame dropped: cannot encode");
+        if !cmd.is_response() {
+            conn.shared.pending().remove(&cmd.opaque());
+        }
+    }
+}
+
+/// An upper bound of the encoded frame size (JSON escapes at most 6 bytes per byte).
+fn encoded_len_upper_bound(cmd: &RemotingCommand) -> usize {
+    let ext: usize = cmd
+        .ext_fields()
+        .iter()
+        .map(|(k, v)| 6 * (k.len() + v.len()) + 8)
+        .sum();
+    let remark = cmd.remark().map_or(0, |r| 6 * r.len() + 12);
+    160 + ext + remark + cmd.body().len()
 }
 
 /// Why the reader stopped.
@@ -533,10 +579,8 @@ fn dispatch(
             if !cmd.is_oneway() {
                 let busy =
                     RemotingCommand::response_to(&cmd, ResponseCode::SYSTEM_BUSY, OVERLOAD_REMARK);
-                if let Ok(frame) = conn.encode(&busy) {
-                    // Never wait here: the reader must keep reading responses.
-                    let _ = conn.shared.tx.try_send(frame);
-                }
+                // Never wait here: the reader must keep reading responses.
+                let _ = conn.shared.tx.try_send(busy);
             }
             return;
         }
@@ -569,7 +613,20 @@ fn dispatch(
             response.set_opaque(opaque);
             response.set_flag(response.flag() | FLAG_RESPONSE);
             response.set_serialize_type(serialize_type);
-            if let Err(e) = conn.send(&response).await {
+            let response = match conn.check_encodable(&response) {
+                Ok(()) => response,
+                Err(e) => {
+                    tracing::warn!(conn = %conn.id(), code, error = %e, "response cannot be encoded");
+                    let mut r = RemotingCommand::response(
+                        ResponseCode::SYSTEM_ERROR,
+                        format!("response cannot be encoded: {e}"),
+                    );
+                    r.set_opaque(opaque);
+                    r.set_serialize_type(serialize_type);
+                    r
+                }
+            };
+            if let Err(e) = conn.send_command(response).await {
                 tracing::debug!(conn = %conn.id(), code, error = %e, "response not sent");
             }
         }
