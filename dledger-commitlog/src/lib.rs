@@ -23,9 +23,9 @@
 
 pub mod config;
 pub mod core;
-pub mod sim;
 pub mod format;
 pub mod runtime;
+pub mod sim;
 pub mod store;
 pub mod types;
 
