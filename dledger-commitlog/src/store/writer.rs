@@ -425,26 +425,20 @@ impl Store {
                 .map_err(|e| StoreError::io("write", bseg.name(), e))?;
         }
         let off = pos - dseg.start();
-        let body_crc = dseg
-            .write_with(off + HEADER_BYTES as u64, body.len(), |dst| {
-                dst.copy_from_slice(body);
-                patch(Pos(pos), dst);
-                match given_crc {
-                    Some(c) if c != 0 => c,
-                    _ => masked_crc32(dst),
-                }
-            })
-            .map_err(io)?;
-        let mut header = [0u8; HEADER_BYTES];
-        encode_header_with_crc(
-            &mut header,
-            index,
-            term,
-            Pos(pos),
-            body.len() as u32,
-            body_crc,
-        );
-        dseg.write(off, &header).map_err(io)?;
+        // Body first (patched, then checksummed in place), header last, in one mapped write.
+        dseg.write_with(off, size as usize, |dst| {
+            let (head, tail) = dst.split_at_mut(HEADER_BYTES);
+            tail.copy_from_slice(body);
+            patch(Pos(pos), tail);
+            let body_crc = match given_crc {
+                Some(c) if c != 0 => c,
+                _ => masked_crc32(tail),
+            };
+            if let Ok(head) = <&mut [u8; HEADER_BYTES]>::try_from(head) {
+                encode_header_with_crc(head, index, term, Pos(pos), body.len() as u32, body_crc);
+            }
+        })
+        .map_err(io)?;
         let mut ie = [0u8; INDEX_ENTRY_BYTES];
         IndexEntry {
             pos: Pos(pos),
