@@ -7,9 +7,10 @@
 //!    size (the transport's ceiling: framing, tasks, loopback syscalls);
 //! 3. `namesrv`— the real name server.
 //!
-//! Run: `cargo bench -p namesrv --bench route_query` (env `BENCH_SECS`, default 3 s per
-//! figure; `BENCH_CONNECTIONS`, default 1 client connection — like a Java client — carrying the 64 in-flight
-//! requests). Runs on a 2-worker tokio runtime, like the 2-core target machine.
+//! Run: `cargo bench -p namesrv --bench route_query`. Env `BENCH_SECS` (default 3 s per
+//! figure) and `BENCH_CONNECTIONS` (default 1 client connection carrying all 64 in-flight
+//! requests, like a Java client's one channel per address). Runs on a 2-worker tokio
+//! runtime, like the 2-core target machine.
 
 #![allow(clippy::unwrap_used)] // tests and benches may unwrap
 

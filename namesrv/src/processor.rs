@@ -444,3 +444,79 @@ impl RequestProcessor for NamesrvProcessor {
         Box::pin(std::future::ready(Some(response)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use remoting::headers::GetRouteInfoRequestHeader;
+
+    use super::*;
+    use crate::body::{TopicConfig, TopicConfigSerializeWrapper};
+
+    fn register(state: &NameServerState, id: i64, addr: &str, queues: i32, counter: i64) {
+        let mut wrapper = TopicConfigSerializeWrapper::default();
+        wrapper.data_version.counter = counter;
+        wrapper
+            .topic_config_table
+            .insert("T".into(), TopicConfig::new("T", queues));
+        let body = body::to_json(&RegisterBrokerBody {
+            filter_server_list: vec![],
+            topic_config_serialize_wrapper: wrapper,
+        })
+        .unwrap();
+        let req = RemotingCommand::request(
+            RequestCode::REGISTER_BROKER,
+            &RegisterBrokerRequestHeader {
+                broker_name: "B".into(),
+                broker_addr: addr.into(),
+                cluster_name: "C".into(),
+                ha_server_addr: addr.into(),
+                broker_id: id,
+                body_crc32: Some(masked_crc32(&body)),
+                ..RegisterBrokerRequestHeader::default()
+            },
+        )
+        .with_body(body);
+        let resp = state.handle(Some(ConnectionId(1)), &req);
+        assert_eq!(resp.response_code(), ResponseCode::SUCCESS);
+    }
+
+    fn route(state: &NameServerState) -> TopicRouteData {
+        let req = RemotingCommand::request(
+            RequestCode::GET_ROUTEINFO_BY_TOPIC,
+            &GetRouteInfoRequestHeader {
+                topic: "T".into(),
+                accept_standard_json_only: None,
+            },
+        );
+        let resp = state.handle(None, &req);
+        assert_eq!(resp.response_code(), ResponseCode::SUCCESS);
+        body::from_json(resp.body()).unwrap()
+    }
+
+    #[test]
+    fn cached_route_follows_every_table_change() {
+        let state = NameServerState::new(NameServerConfig::default(), KvConfig::default());
+        register(&state, 0, "a:1", 4, 1);
+        assert_eq!(route(&state).queue_datas[0].write_queue_nums, 4);
+        assert!(
+            state.routes.get("T").is_some(),
+            "second query is served from the cache"
+        );
+        register(&state, 0, "a:1", 2, 2);
+        assert_eq!(route(&state).queue_datas[0].write_queue_nums, 2);
+        register(&state, 1, "a:1", 2, 2);
+        let addrs = &route(&state).broker_datas[0].broker_addrs;
+        assert_eq!(addrs.get(&1).map(String::as_str), Some("a:1"));
+        assert!(!addrs.contains_key(&0));
+        state.table_mut().connection_closed(ConnectionId(1));
+        let req = RemotingCommand::request(
+            RequestCode::GET_ROUTEINFO_BY_TOPIC,
+            &GetRouteInfoRequestHeader {
+                topic: "T".into(),
+                accept_standard_json_only: None,
+            },
+        );
+        let resp = state.handle(None, &req);
+        assert_eq!(resp.response_code(), ResponseCode::TOPIC_NOT_EXIST);
+    }
+}
