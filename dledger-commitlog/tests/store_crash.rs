@@ -569,3 +569,35 @@ fn cc10_enospc_at_each_write_step() {
         }
     }
 }
+
+#[test]
+#[ignore = "slow: writes 1 GiB; run by hand with --ignored"]
+fn cc05_reindex_one_gib_within_30_s() {
+    let b = Backend::fs();
+    let cfg = LedgerConfig {
+        data_segment_bytes: 256 << 20,
+        index_segment_bytes: 32 << 16,
+        ..LedgerConfig::default()
+    };
+    let mut s = b.open(&cfg).unwrap();
+    let body = vec![0x42u8; 4096];
+    while s.end_pos().0 < 1 << 30 {
+        s.append_leader(Term(1), &body).unwrap();
+    }
+    let end = s.end_index();
+    s.close().unwrap();
+    for f in b.index_files() {
+        b.remove(&f);
+    }
+    let t = std::time::Instant::now();
+    let s = b.open(&cfg).unwrap();
+    let took = t.elapsed();
+    println!(
+        "re-indexed {} entries ({} bytes) in {took:?}",
+        s.recovery_report().entries_scanned,
+        s.recovery_report().bytes_scanned
+    );
+    assert_eq!(s.end_index(), end);
+    assert_eq!(s.recovery_report().index_rebuilt_from, Some(Index(0)));
+    assert!(took < std::time::Duration::from_secs(30), "took {took:?}");
+}
