@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use dledger_commitlog::runtime::{Index, Ledger, LedgerOptions, LedgerRole, ProposeError};
+use dledger_commitlog::runtime::{
+    FlushMode, Index, Ledger, LedgerOptions, LedgerRole, ProposeError,
+};
 use tokio::sync::Mutex;
 
 fn free_addrs(n: usize) -> Vec<SocketAddr> {
@@ -276,6 +278,7 @@ async fn three_members_commit_fail_over_and_catch_up() {
         .map(|(i, a)| (format!("n{i}"), *a))
         .collect();
     let mut nodes = start_all(dir.path(), &peers).await;
+    let mut events = nodes[0].role_events();
     let leader = wait_leader(&nodes, Duration::from_secs(5)).await;
     println!(
         "first leader {} after {:?}",
@@ -334,5 +337,125 @@ async fn three_members_commit_fail_over_and_catch_up() {
     for n in &nodes {
         n.shutdown().await;
     }
+    // n0's role changes arrived in order (terms never go back), until its first stop.
+    let mut seen = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        seen.push(e);
+    }
+    assert!(seen.len() >= 2, "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[0].term <= w[1].term), "{seen:?}");
     println!("three-member test took {:?}", t.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_flush_acknowledges_only_durable_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let addrs = free_addrs(3);
+    let peers: Vec<(String, SocketAddr)> = addrs
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (format!("n{i}"), *a))
+        .collect();
+    let mut nodes = Vec::new();
+    for (id, _) in &peers {
+        let mut o = options(dir.path(), id, &peers);
+        o.apply_property("flushDiskType", "SYNC_FLUSH").unwrap();
+        assert_eq!(o.store.flush_mode, FlushMode::Sync);
+        nodes.push(Ledger::start(o).await.unwrap());
+    }
+    let leader = wait_leader(&nodes, Duration::from_secs(5)).await;
+    let l = nodes[leader].clone();
+    let readers: Vec<_> = nodes.iter().map(|n| n.reader()).collect();
+    let mut tasks = Vec::new();
+    for p in 0..8 {
+        let (l, readers) = (l.clone(), readers.clone());
+        tasks.push(tokio::spawn(async move {
+            for s in 0..50 {
+                let b = body(p, s);
+                let c = l.propose(b.clone()).await.unwrap();
+                // Acknowledged => durable on a quorum (replicas hold it at the same position).
+                let end = c.pos as u64 + 48 + b.len() as u64;
+                let durable = readers
+                    .iter()
+                    .filter(|r| r.flush_progress().flushed.0 >= end)
+                    .count();
+                assert!(
+                    durable >= 2,
+                    "acked entry {} durable on {durable} members",
+                    c.index
+                );
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let st = l.status();
+    assert!(st.flushed_index >= 0, "{st:?}");
+    for n in &nodes {
+        n.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_without_quorum_reports_busy_definitely_and_pending_as_indeterminate() {
+    let dir = tempfile::tempdir().unwrap();
+    let addrs = free_addrs(3);
+    let peers: Vec<(String, SocketAddr)> = addrs
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (format!("n{i}"), *a))
+        .collect();
+    let mut nodes = Vec::new();
+    for (id, _) in &peers {
+        let mut o = options(dir.path(), id, &peers);
+        assert_eq!(o.apply_property("maxPendingRequestsNum", "8"), Ok(true));
+        nodes.push(Ledger::start(o).await.unwrap());
+    }
+    let leader = wait_leader(&nodes, Duration::from_secs(5)).await;
+    nodes[leader]
+        .propose(Bytes::from_static(b"before"))
+        .await
+        .unwrap();
+    for (i, n) in nodes.iter().enumerate() {
+        if i != leader {
+            n.halt().await;
+        }
+    }
+    let l = nodes[leader].clone();
+    let mut tasks = Vec::new();
+    for k in 0..64 {
+        let l = l.clone();
+        tasks.push(tokio::spawn(async move {
+            l.propose(Bytes::from(format!("orphan-{k}"))).await
+        }));
+    }
+    let (mut busy, mut unknown, mut not_leader) = (0, 0, 0);
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(c) => panic!("committed without a quorum: {c:?}"),
+            Err(ProposeError::Busy) => busy += 1,
+            Err(ProposeError::NotLeader { .. }) => not_leader += 1,
+            Err(e) => {
+                assert!(e.is_indeterminate(), "{e:?}");
+                unknown += 1;
+            }
+        }
+    }
+    println!("busy {busy}, indeterminate {unknown}, not leader {not_leader}");
+    assert!(
+        busy > 0 && unknown > 0,
+        "busy {busy}, indeterminate {unknown}"
+    );
+    assert!(
+        unknown <= 8 + 1,
+        "more in flight than maxPendingRequestsNum: {unknown}"
+    );
+    // The isolated leader steps down within its lease.
+    poll("step down", Duration::from_secs(3), || {
+        (l.role().borrow().role != LedgerRole::Leader).then_some(())
+    })
+    .await;
+    assert!(ProposeError::Busy.is_indeterminate() == false);
+    l.shutdown().await;
 }

@@ -189,6 +189,11 @@ impl Driver {
         }
         if now >= self.next_status_ms {
             self.refresh_status();
+            // Requests whose caller gave up (the server side times out after the RPC
+            // timeout) are forgotten here, so nothing accumulates.
+            if self.requests.len() > 64 {
+                self.requests.retain(|_, tx| !tx.is_closed());
+            }
         }
     }
 

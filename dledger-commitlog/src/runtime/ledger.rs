@@ -128,6 +128,7 @@ impl Ledger {
             self_id: opts.self_id.clone(),
             peers: opts.peers.clone(),
             status: status.clone(),
+            answer_timeout: rpc_timeout,
         };
         let server = RemotingServer::builder(ServerConfig::default())
             .processor(Arc::new(service))

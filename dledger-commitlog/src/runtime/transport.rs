@@ -80,6 +80,8 @@ pub(crate) struct RpcService {
     pub self_id: String,
     pub peers: Vec<(String, SocketAddr)>,
     pub status: Arc<Mutex<LedgerStatus>>,
+    /// How long a request waits for the driver's answer (the caller's own timeout).
+    pub answer_timeout: Duration,
 }
 
 fn response(body: Vec<u8>) -> RemotingCommand {
@@ -113,7 +115,12 @@ impl RpcService {
         {
             return None; // shutting down: the caller times out, as with a dead member
         }
-        let resp = rx.await.ok()?;
+        // Unanswered requests (a sync-mode ack dropped on a term change) are given up after
+        // the caller's timeout; the driver then forgets them.
+        let resp = tokio::time::timeout(self.answer_timeout, rx)
+            .await
+            .ok()?
+            .ok()?;
         Some(response(resp.encode_body()))
     }
 
