@@ -29,7 +29,14 @@
 //! * Bytes from the network or disk never cause a panic or an allocation past a limit.
 
 pub mod atomic_json;
+pub mod broker;
+pub mod clients;
 pub mod config;
+pub mod context;
+pub mod controller;
+pub mod error;
 pub mod message;
+pub mod namesrv_client;
+pub mod processor;
 pub mod role;
 pub mod store;

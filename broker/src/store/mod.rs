@@ -3,10 +3,16 @@
 //! Owns files under `storePathRootDir` except the DLedger directories. Must not talk to the
 //! network or the ledger: the dispatcher and processors (other modules) drive these types.
 
+pub mod commit_log;
 pub mod consume_queue;
 pub mod data_version;
 pub mod delay_offsets;
+pub mod dispatcher;
 pub mod index_file;
+pub mod ledger_log;
+pub mod mem_log;
+pub mod long_poll;
+pub mod message_store;
 pub mod offsets;
 pub mod subscriptions;
 pub mod topics;
