@@ -324,10 +324,11 @@ impl Store {
         )
     }
 
-    fn data_segment(&mut self, pos: u64) -> Result<Arc<Segment>, StoreError> {
+    /// Makes `cur_data` the segment holding `pos` (the cached one on the fast path).
+    fn ensure_data(&mut self, pos: u64) -> Result<(), StoreError> {
         if let Some(s) = &self.cur_data {
             if s.start() <= pos && pos < s.end() {
-                return Ok(s.clone());
+                return Ok(());
             }
         }
         let first = if self.sh.data.bounds().is_none() {
@@ -345,15 +346,16 @@ impl Store {
         {
             self.sh.prealloc.request(Kind::Data, seg.end());
         }
-        self.cur_data = Some(seg.clone());
-        Ok(seg)
+        self.cur_data = Some(seg);
+        Ok(())
     }
 
-    fn index_segment(&mut self, index: Index) -> Result<Arc<Segment>, StoreError> {
+    /// Makes `cur_index` the segment holding the index entry of `index`.
+    fn ensure_index(&mut self, index: Index) -> Result<(), StoreError> {
         let addr = index.0 * INDEX_ENTRY_BYTES as u64;
         if let Some(s) = &self.cur_index {
             if s.start() <= addr && addr < s.end() {
-                return Ok(s.clone());
+                return Ok(());
             }
         }
         let first = addr - addr % self.sh.cfg.index_segment_bytes;
@@ -367,8 +369,8 @@ impl Store {
         {
             self.sh.prealloc.request(Kind::Index, seg.end());
         }
-        self.cur_index = Some(seg.clone());
-        Ok(seg)
+        self.cur_index = Some(seg);
+        Ok(())
     }
 
     fn write_entry(
@@ -412,11 +414,17 @@ impl Store {
         }
         // Every fallible allocation first, so a failure leaves nothing half-written.
         let blank_seg = match placement.blank {
-            Some((bpos, _)) => Some(self.data_segment(bpos)?),
+            Some((bpos, _)) => {
+                self.ensure_data(bpos)?;
+                self.cur_data.clone()
+            }
             None => None,
         };
-        let dseg = self.data_segment(pos)?;
-        let iseg = self.index_segment(index)?;
+        self.ensure_data(pos)?;
+        self.ensure_index(index)?;
+        let (Some(dseg), Some(iseg)) = (self.cur_data.as_deref(), self.cur_index.as_deref()) else {
+            return Err(StoreError::PosOutOfRange { pos: Pos(pos) });
+        };
         let io = |e| StoreError::io("write", dseg.name(), e);
         if let (Some((bpos, blen)), Some(bseg)) = (placement.blank, blank_seg) {
             let mut b = [0u8; BLANK_HEADER_BYTES];
