@@ -140,6 +140,13 @@ impl FlushState {
 
 /// One flush pass: makes everything written so far durable and publishes it.
 pub(crate) fn flush_now(sh: &Shared) -> Result<Pos, StoreError> {
+    flush_pass(sh, true)
+}
+
+/// A flush pass; `with_index = false` (sync-mode group commit) flushes only the data: an
+/// entry is durable once its data is, since recovery rebuilds a short index from the data.
+/// The index follows at the next periodic pass.
+fn flush_pass(sh: &Shared, with_index: bool) -> Result<Pos, StoreError> {
     let _one_at_a_time = sh
         .flush
         .flush_lock
@@ -161,15 +168,20 @@ pub(crate) fn flush_now(sh: &Shared) -> Result<Pos, StoreError> {
         );
         m.data_from = dw;
         m.data_to = dw;
-        m.index_from = xw;
-        m.index_to = xw;
+        if with_index {
+            m.index_from = xw;
+            m.index_to = xw;
+        }
         m.wake = false;
         snap
     };
-    let result = sh
-        .data
-        .flush_range(df, dt)
-        .and_then(|()| sh.index.flush_range(xf, xt));
+    let result = sh.data.flush_range(df, dt).and_then(|()| {
+        if with_index {
+            sh.index.flush_range(xf, xt)
+        } else {
+            Ok(())
+        }
+    });
     if let Err(e) = result {
         let err = StoreError::io("flush", "data/index files", e);
         sh.poison(err.to_string());
@@ -240,8 +252,9 @@ fn run(sh: &Shared) {
     let interval = sh.cfg.flush_interval();
     let cp_interval = sh.cfg.checkpoint_interval();
     let mut last_cp = Instant::now();
+    let mut last_full = Instant::now();
     loop {
-        {
+        let woken = {
             let m = sh.flush.marks();
             let (m, _) = sh
                 .flush
@@ -251,7 +264,8 @@ fn run(sh: &Shared) {
             if m.stop {
                 return;
             }
-        }
+            m.wake
+        };
         if sh.poisoned.load(Ordering::Acquire) {
             // Nothing can become durable any more; idle until stopped.
             let m = sh.flush.marks();
@@ -266,8 +280,16 @@ fn run(sh: &Shared) {
             if let Err(e) = flush_and_checkpoint(sh) {
                 tracing::error!(error = %e, "flush/checkpoint failed");
             }
-        } else if let Err(e) = flush_now(sh) {
-            tracing::error!(error = %e, "flush failed");
+        } else {
+            // Group commit passes (woken by appends) flush data only; the index is flushed
+            // at least every interval.
+            let with_index = !woken || last_full.elapsed() >= interval;
+            if with_index {
+                last_full = Instant::now();
+            }
+            if let Err(e) = flush_pass(sh, with_index) {
+                tracing::error!(error = %e, "flush failed");
+            }
         }
     }
 }
