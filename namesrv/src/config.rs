@@ -19,6 +19,11 @@ pub struct NameServerConfig {
     pub broker_timeout_ms: u64,
     /// KV-config file (`kvConfig.json`); `None` keeps KV settings in memory only.
     pub kv_config_path: Option<PathBuf>,
+    /// Answer route queries with SYSTEM_ERROR "name server not ready" for this long after
+    /// start, so that after a restart clients keep their cached routes until brokers have
+    /// re-registered instead of seeing TOPIC_NOT_EXIST (Java `needWaitForService`,
+    /// `waitSecondsForService`). `None` (Java's default) serves at once.
+    pub wait_for_service_ms: Option<u64>,
     /// Runtime-adjustable switches.
     pub switches: Switches,
 }
@@ -54,6 +59,7 @@ impl Default for NameServerConfig {
             scan_interval_ms: 5_000,
             broker_timeout_ms: 120_000,
             kv_config_path: None,
+            wait_for_service_ms: None,
             switches: Switches::default(),
         }
     }

@@ -228,6 +228,13 @@ impl NameServerState {
 
     fn route_by_topic(&self, request: &RemotingCommand) -> Handled {
         let header: GetRouteInfoRequestHeader = decode_header(request)?;
+        if self
+            .config
+            .wait_for_service_ms
+            .is_some_and(|wait| self.now_ms() < wait)
+        {
+            return Err(error(ResponseCode::SYSTEM_ERROR, "name server not ready"));
+        }
         if let Some(json) = self.routes.get(&header.topic) {
             return Ok(RemotingCommand::success().with_body(json));
         }
@@ -491,6 +498,26 @@ mod tests {
         let resp = state.handle(None, &req);
         assert_eq!(resp.response_code(), ResponseCode::SUCCESS);
         body::from_json(resp.body()).unwrap()
+    }
+
+    #[test]
+    fn routes_wait_for_service_when_configured() {
+        let config = NameServerConfig {
+            wait_for_service_ms: Some(60_000),
+            ..NameServerConfig::default()
+        };
+        let state = NameServerState::new(config, KvConfig::default());
+        register(&state, 0, "a:1", 4, 1);
+        let req = RemotingCommand::request(
+            RequestCode::GET_ROUTEINFO_BY_TOPIC,
+            &GetRouteInfoRequestHeader {
+                topic: "T".into(),
+                accept_standard_json_only: None,
+            },
+        );
+        let resp = state.handle(None, &req);
+        assert_eq!(resp.response_code(), ResponseCode::SYSTEM_ERROR);
+        assert_eq!(resp.remark(), Some("name server not ready"));
     }
 
     #[test]

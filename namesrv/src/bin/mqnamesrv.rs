@@ -31,6 +31,10 @@ struct Args {
     /// Persist KV configs to this file (Java: ~/namesrv/kvConfig.json). In memory if unset.
     #[arg(long)]
     kv_config_path: Option<PathBuf>,
+    /// After start, answer route queries "name server not ready" for this long, so clients
+    /// keep their routes until brokers have re-registered (0 = serve at once).
+    #[arg(long, default_value_t = 0)]
+    wait_for_service_ms: u64,
     /// Fill `orderTopicConf` of routes from the ORDER_TOPIC_CONFIG namespace.
     #[arg(long)]
     order_message_enable: bool,
@@ -50,6 +54,7 @@ impl Args {
             scan_interval_ms: self.scan_interval_ms,
             broker_timeout_ms: self.broker_timeout_ms,
             kv_config_path: self.kv_config_path,
+            wait_for_service_ms: Some(self.wait_for_service_ms).filter(|&ms| ms > 0),
             switches: Switches {
                 order_message_enable: self.order_message_enable,
                 delete_topic_with_broker_registration: self.delete_topic_with_broker_registration,
