@@ -173,6 +173,7 @@ fn summary() {
             raw.as_secs_f64() / full.as_secs_f64()
         );
     }
+    sync_summary();
     let (bytes, el) = recovery_rate(192 << 20);
     println!(
         "recovery scan (CRC verified): {} MB in {:?} = {:.2} GB/s",
@@ -180,6 +181,41 @@ fn summary() {
         el,
         bytes as f64 / el.as_secs_f64() / 1e9
     );
+}
+
+/// Sync mode vs a raw `write` + `fdatasync` loop on a plain file, same batch sizes.
+fn sync_summary() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let body = vec![1u8; 1024];
+    for appenders in [1usize, 64] {
+        let rounds = if appenders == 1 { 200 } else { 40 };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut s = Store::open(dir.path(), &cfg(FlushMode::Sync)).expect("open");
+        sync_round(&mut s, &rt, appenders, &body);
+        let t = Instant::now();
+        for _ in 0..rounds {
+            sync_round(&mut s, &rt, appenders, &body);
+        }
+        let store_rate = (rounds * appenders) as f64 / t.elapsed().as_secs_f64();
+        s.abandon();
+        let mut f = std::fs::File::create(dir.path().join("raw")).expect("create");
+        let rec = vec![1u8; 1024 + 48];
+        let t = Instant::now();
+        for _ in 0..rounds {
+            for _ in 0..appenders {
+                f.write_all(&rec).expect("write");
+            }
+            f.sync_data().expect("fdatasync");
+        }
+        let raw_rate = (rounds * appenders) as f64 / t.elapsed().as_secs_f64();
+        println!(
+            "sync, {appenders:>2} appenders, 1 KiB: store {store_rate:>8.0} entries/s, raw write+fdatasync \
+             {raw_rate:>8.0} entries/s, ratio {:.2}",
+            store_rate / raw_rate
+        );
+    }
 }
 
 fn main() {
