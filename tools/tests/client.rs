@@ -3,6 +3,8 @@
 //! and can be stopped or replaced to exercise retries, route refresh and failure
 //! classification; every assertion checks returned data, not just success.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
 mod common;
 
 use std::collections::BTreeSet;
@@ -32,14 +34,21 @@ async fn route_lookup_and_round_robin_sync_sends() {
     let broker = MockBroker::start(ns.local_addr(), "b0").await;
     let c = client(ns.local_addr());
     let route = c.fetch_route("T").await.unwrap().unwrap();
-    assert_eq!(route.broker("b0").unwrap().master_addr(), Some(broker.addr.to_string().as_str()));
+    assert_eq!(
+        route.broker("b0").unwrap().master_addr(),
+        Some(broker.addr.to_string().as_str())
+    );
     assert!(c.fetch_route("NoSuchTopic").await.unwrap().is_none());
 
     let p = producer(&c);
     let mut queues = BTreeSet::new();
     for i in 0..8 {
         let r = p
-            .send(Message::new("T", format!("m{i}")).with_tags("TagA").with_keys(["k1"]))
+            .send(
+                Message::new("T", format!("m{i}"))
+                    .with_tags("TagA")
+                    .with_keys(["k1"]),
+            )
             .await
             .unwrap();
         assert_eq!(r.status, SendStatus::SendOk);
@@ -68,28 +77,43 @@ async fn busy_and_not_available_are_retried_and_definite() {
     let c = client(ns.local_addr());
     let p = producer(&c);
 
-    broker.state().fail_next_sends.push_back(ResponseCode::SYSTEM_BUSY);
+    broker
+        .state()
+        .fail_next_sends
+        .push_back(ResponseCode::SYSTEM_BUSY);
     let r = p.send(Message::new("T", "x")).await.unwrap();
     assert_eq!(r.attempts, 2);
 
     for _ in 0..3 {
-        broker.state().fail_next_sends.push_back(ResponseCode::SERVICE_NOT_AVAILABLE);
+        broker
+            .state()
+            .fail_next_sends
+            .push_back(ResponseCode::SERVICE_NOT_AVAILABLE);
     }
     let e = p.send(Message::new("T", "x")).await.unwrap_err();
     assert!(e.definite, "{e}");
     assert_eq!(e.attempts, 3);
-    assert_eq!(e.last.response_code(), Some(ResponseCode::SERVICE_NOT_AVAILABLE));
+    assert_eq!(
+        e.last.response_code(),
+        Some(ResponseCode::SERVICE_NOT_AVAILABLE)
+    );
 
     // SYSTEM_ERROR (quorum timeout) may have stored the message.
     for _ in 0..3 {
-        broker.state().fail_next_sends.push_back(ResponseCode::SYSTEM_ERROR);
+        broker
+            .state()
+            .fail_next_sends
+            .push_back(ResponseCode::SYSTEM_ERROR);
     }
     let e = p.send(Message::new("T", "x")).await.unwrap_err();
     assert!(!e.definite, "{e}");
     assert!(e.to_string().contains("indeterminate"));
 
     // MESSAGE_ILLEGAL is final: no retry.
-    broker.state().fail_next_sends.push_back(ResponseCode::MESSAGE_ILLEGAL);
+    broker
+        .state()
+        .fail_next_sends
+        .push_back(ResponseCode::MESSAGE_ILLEGAL);
     let before = broker.state().sends_seen;
     let e = p.send(Message::new("T", "x")).await.unwrap_err();
     assert!(e.definite);
@@ -104,7 +128,10 @@ async fn busy_and_not_available_are_retried_and_definite() {
             ..ProducerOptions::default()
         },
     );
-    broker.state().fail_next_sends.push_back(ResponseCode::SYSTEM_ERROR);
+    broker
+        .state()
+        .fail_next_sends
+        .push_back(ResponseCode::SYSTEM_ERROR);
     let e = strict.send(Message::new("T", "x")).await.unwrap_err();
     assert_eq!((e.attempts, e.definite), (1, false));
     c.shutdown().await;
@@ -155,7 +182,9 @@ async fn batch_oneway_and_async_sends_are_pulled_back_in_order() {
     let c = client(ns.local_addr());
     let p = producer(&c);
     let batch: Vec<Message> = (0..5)
-        .map(|i| Message::new("T", format!("b{i}")).with_tags(if i % 2 == 0 { "even" } else { "odd" }))
+        .map(|i| {
+            Message::new("T", format!("b{i}")).with_tags(if i % 2 == 0 { "even" } else { "odd" })
+        })
         .collect();
     let r = p.send_batch(batch).await.unwrap();
     assert_eq!(r.msg_id.split(',').count(), 5);
@@ -168,7 +197,11 @@ async fn batch_oneway_and_async_sends_are_pulled_back_in_order() {
         .await
         .unwrap();
     assert_eq!(all.status, PullStatus::Found);
-    let bodies: Vec<String> = all.messages.iter().map(|m| String::from_utf8_lossy(&m.body).into_owned()).collect();
+    let bodies: Vec<String> = all
+        .messages
+        .iter()
+        .map(|m| String::from_utf8_lossy(&m.body).into_owned())
+        .collect();
     assert_eq!(bodies, ["b0", "b1", "b2", "b3", "b4"]);
     assert_eq!(all.next_begin_offset, 5);
     assert_eq!(all.messages[3].queue_offset, 3);
@@ -184,10 +217,19 @@ async fn batch_oneway_and_async_sends_are_pulled_back_in_order() {
     assert_eq!(even.messages.len(), 3);
 
     // Nothing new at the end; an illegal offset is corrected.
-    let none = consumer.pull(&q, 5, 32, &TagFilter::parse("*"), None, None).await.unwrap();
+    let none = consumer
+        .pull(&q, 5, 32, &TagFilter::parse("*"), None, None)
+        .await
+        .unwrap();
     assert_eq!(none.status, PullStatus::NoNewMsg);
-    let moved = consumer.pull(&q, 99, 32, &TagFilter::parse("*"), None, None).await.unwrap();
-    assert_eq!((moved.status, moved.next_begin_offset), (PullStatus::OffsetIllegal, 5));
+    let moved = consumer
+        .pull(&q, 99, 32, &TagFilter::parse("*"), None, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        (moved.status, moved.next_begin_offset),
+        (PullStatus::OffsetIllegal, 5)
+    );
 
     // Oneway: visible once the broker processed it.
     let before: usize = broker.state().queues.values().map(Vec::len).sum();

@@ -2,6 +2,8 @@
 //! fails with a non-zero exit and one `ERROR:` line.
 //! Method: the real binary against an in-process name server and a mock broker group.
 
+#![allow(clippy::unwrap_used)] // tests may unwrap
+
 mod common;
 
 use std::net::SocketAddr;
@@ -63,31 +65,92 @@ async fn every_subcommand_against_a_mock_group() {
     // clusterList: one row, master id 0 at the mock's address, figures from runtime info.
     let out = ok(n, &["clusterList"]).await;
     let rows = parse_rendered(&out);
-    assert_eq!(rows[0][..4], ["#Cluster Name", "#Broker Name", "#BID", "#Addr"]);
+    assert_eq!(
+        rows[0][..4],
+        ["#Cluster Name", "#Broker Name", "#BID", "#Addr"]
+    );
     assert_eq!(rows.len(), 2, "{out}");
-    assert_eq!(rows[1][..6], [CLUSTER, "RaftNode00", "0", addr.as_str(), "V4_9_4", "12.50"]);
+    assert_eq!(
+        rows[1][..6],
+        [CLUSTER, "RaftNode00", "0", addr.as_str(), "V4_9_4", "12.50"]
+    );
 
     // updateTopic on the cluster's masters, then it shows in topicList / topicRoute.
-    let out = ok(n, &["updateTopic", "-t", "Orders", "-c", CLUSTER, "-r", "2", "-w", "2"]).await;
-    assert!(out.contains(&format!("create topic to {addr} success.")), "{out}");
+    let out = ok(
+        n,
+        &[
+            "updateTopic",
+            "-t",
+            "Orders",
+            "-c",
+            CLUSTER,
+            "-r",
+            "2",
+            "-w",
+            "2",
+        ],
+    )
+    .await;
+    assert!(
+        out.contains(&format!("create topic to {addr} success.")),
+        "{out}"
+    );
     let list = ok(n, &["topicList"]).await;
     let topics: Vec<&str> = list.lines().collect();
-    assert!(topics.contains(&"Orders") && topics.contains(&"T"), "{list}");
-    let route: serde_json::Value = serde_json::from_str(&ok(n, &["topicRoute", "-t", "Orders"]).await).unwrap();
+    assert!(
+        topics.contains(&"Orders") && topics.contains(&"T"),
+        "{list}"
+    );
+    let route: serde_json::Value =
+        serde_json::from_str(&ok(n, &["topicRoute", "-t", "Orders"]).await).unwrap();
     assert_eq!(route["queueDatas"][0]["writeQueueNums"], 2);
     assert_eq!(route["brokerDatas"][0]["brokerAddrs"]["0"], addr.as_str());
 
     // sendMessage / consumeMessage round trip with keys and tags.
-    let out = ok(n, &["sendMessage", "-t", "Orders", "-p", "hello", "-k", "order-1", "-c", "TagA", "--count", "3"]).await;
+    let out = ok(
+        n,
+        &[
+            "sendMessage",
+            "-t",
+            "Orders",
+            "-p",
+            "hello",
+            "-k",
+            "order-1",
+            "-c",
+            "TagA",
+            "--count",
+            "3",
+        ],
+    )
+    .await;
     let sent = parse_rendered(&out);
     assert_eq!(sent.len(), 4, "{out}");
     assert!(sent[1..].iter().all(|r| r[3] == "SEND_OK"));
-    let out = ok(n, &["consumeMessage", "-t", "Orders", "-c", "3", "--wait-ms", "2000"]).await;
+    let out = ok(
+        n,
+        &[
+            "consumeMessage",
+            "-t",
+            "Orders",
+            "-c",
+            "3",
+            "--wait-ms",
+            "2000",
+        ],
+    )
+    .await;
     assert!(out.contains("consumed 3 message(s)"), "{out}");
     let rows = parse_rendered(&out);
-    let bodies: std::collections::BTreeSet<&str> = rows[1..4].iter().map(|r| r[6].as_str()).collect();
-    assert_eq!(bodies, ["hello-0", "hello-1", "hello-2"].into_iter().collect());
-    assert!(rows[1..4].iter().all(|r| r[4] == "TagA" && r[5] == "order-1"));
+    let bodies: std::collections::BTreeSet<&str> =
+        rows[1..4].iter().map(|r| r[6].as_str()).collect();
+    assert_eq!(
+        bodies,
+        ["hello-0", "hello-1", "hello-2"].into_iter().collect()
+    );
+    assert!(rows[1..4]
+        .iter()
+        .all(|r| r[4] == "TagA" && r[5] == "order-1"));
 
     // topicStatus: the two queues' max offsets add up to 3.
     let rows = parse_rendered(&ok(n, &["topicStatus", "-t", "Orders"]).await);
@@ -112,20 +175,41 @@ async fn every_subcommand_against_a_mock_group() {
         .extend([(0, 1), (1, 0)]);
     let out = ok(n, &["consumerProgress", "-g", "G1"]).await;
     let rows = parse_rendered(&out);
-    assert_eq!(rows[0], ["#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff"]);
+    assert_eq!(
+        rows[0],
+        [
+            "#Topic",
+            "#Broker Name",
+            "#QID",
+            "#Broker Offset",
+            "#Consumer Offset",
+            "#Diff"
+        ]
+    );
     assert_eq!(rows.len(), 4, "{out}");
     assert!(out.contains("Diff Total: 2"), "{out}");
 
     // brokerStatus / getBrokerConfig.
     let out = ok(n, &["brokerStatus", "-b", &addr]).await;
-    assert!(out.lines().any(|l| l.starts_with("brokerVersionDesc") && l.ends_with(": V4_9_4")), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("brokerVersionDesc") && l.ends_with(": V4_9_4")),
+        "{out}"
+    );
     let out = ok(n, &["getBrokerConfig", "-b", &addr]).await;
-    assert!(out.lines().any(|l| l.starts_with("brokerName") && l.ends_with("=  RaftNode00")), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("brokerName") && l.ends_with("=  RaftNode00")),
+        "{out}"
+    );
 
     // dledgerStatus: runtime keys of the member; METADATA on the fake peer address fails.
     let out = ok(n, &["dledgerStatus"]).await;
     let rows = parse_rendered(&out);
-    assert_eq!(rows[1][..8], ["RaftNode00", "n0", "LEADER", "4", "n0", "0", "10", "9"]);
+    assert_eq!(
+        rows[1][..8],
+        ["RaftNode00", "n0", "LEADER", "4", "n0", "0", "10", "9"]
+    );
     assert!(rows[1].contains(&"n1:9/1".to_owned()), "{out}");
     assert!(out.contains("note: RaftNode00/n0: METADATA"), "{out}");
 

@@ -363,7 +363,7 @@ fn first_number(s: Option<&String>) -> f64 {
 fn clusters_of(info: &ClusterInfo, only: Option<&str>) -> Vec<(String, Vec<String>)> {
     info.cluster_addr_table
         .iter()
-        .filter(|(c, _)| only.is_none_or(|o| o == c.as_str()))
+        .filter(|(c, _)| only.map_or(true, |o| o == c.as_str()))
         .map(|(c, names)| {
             let mut n = names.clone();
             n.sort();
@@ -625,10 +625,9 @@ async fn consumer_progress(admin: &Admin, group: &str, only_topic: Option<&str>)
         for q in &route.queue_datas {
             for qid in 0..q.read_queue_nums {
                 let key = (topic.to_owned(), q.broker_name.clone(), qid);
-                if !offsets.contains_key(&key) {
+                if let std::collections::btree_map::Entry::Vacant(slot) = offsets.entry(key) {
                     if let Some(addr) = masters.get(&q.broker_name) {
-                        let off = admin.consumer_offset(*addr, group, topic, qid).await?;
-                        offsets.insert(key, off);
+                        slot.insert(admin.consumer_offset(*addr, group, topic, qid).await?);
                     }
                 }
             }

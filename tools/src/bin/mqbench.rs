@@ -413,7 +413,16 @@ async fn producer(a: ProducerArgs) -> Result<()> {
         eprintln!();
     }
     let elapsed = origin.elapsed();
-    let s = lock(&shared);
+    let ok = print_producer_summary(&lock(&shared), elapsed);
+    client.shutdown().await;
+    if ok == 0 {
+        bail!("no message was sent successfully");
+    }
+    Ok(())
+}
+
+/// Prints the final stats and outage list; returns the number of messages sent.
+fn print_producer_summary(s: &Shared, elapsed: Duration) -> u64 {
     let extra = format!(
         " | OK: {} | Failed: {} (definite {}, indeterminate {})",
         s.ok,
@@ -454,13 +463,7 @@ async fn producer(a: ProducerArgs) -> Result<()> {
             n
         );
     }
-    let ok = s.ok;
-    drop(s);
-    client.shutdown().await;
-    if ok == 0 {
-        bail!("no message was sent successfully");
-    }
-    Ok(())
+    s.ok
 }
 
 struct ConsumeShared {
@@ -552,6 +555,8 @@ async fn consumer(a: ConsumerArgs) -> Result<()> {
                     Ok(r) => {
                         offset = r.next_begin_offset;
                         if r.status != PullStatus::Found {
+                            // A broker without long polling answers at once: do not spin.
+                            tokio::time::sleep(Duration::from_millis(20)).await;
                             continue;
                         }
                         let now = now_ms();
@@ -645,23 +650,24 @@ async fn consumer(a: ConsumerArgs) -> Result<()> {
     if !a.common.no_progress {
         eprintln!();
     }
-    let s = lock_c(&shared);
-    let elapsed = origin.elapsed();
-    println!(
-        "{}",
-        stats_line(
-            "consumer summary",
-            elapsed,
-            &s.total_b2c,
-            s.total_n,
-            elapsed.as_secs_f64(),
-            &format!(
-                " (born->consume) | Consumed: {} | Pull errors: {}",
-                s.total_n, s.errors
+    {
+        let s = lock_c(&shared);
+        let elapsed = origin.elapsed();
+        println!(
+            "{}",
+            stats_line(
+                "consumer summary",
+                elapsed,
+                &s.total_b2c,
+                s.total_n,
+                elapsed.as_secs_f64(),
+                &format!(
+                    " (born->consume) | Consumed: {} | Pull errors: {}",
+                    s.total_n, s.errors
+                )
             )
-        )
-    );
-    drop(s);
+        );
+    }
     client.shutdown().await;
     Ok(())
 }

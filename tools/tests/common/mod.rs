@@ -2,7 +2,7 @@
 //! speaks the broker side of the protocol this client uses (send, pull, offsets, admin),
 //! with an injectable list of failure codes for the next sends.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)] // shared by several test binaries; tests may unwrap
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
@@ -13,8 +13,8 @@ use bytes::{Buf, Bytes, BytesMut};
 use namesrv::{NameServer, NameServerConfig, NameServerHandle};
 use remoting::headers::*;
 use remoting::{
-    ClientConfig, ConnectionHandle, ProcessFuture, RemotingClient, RemotingCommand,
-    RemotingServer, RequestCode, RequestProcessor, ResponseCode, ServerConfig,
+    ClientConfig, ConnectionHandle, ProcessFuture, RemotingClient, RemotingCommand, RemotingServer,
+    RequestCode, RequestProcessor, ResponseCode, ServerConfig,
 };
 use tools::record::{decode_one, encode_stored, StoredFields};
 
@@ -54,7 +54,11 @@ pub struct MockBroker {
 struct Processor(Arc<MockBroker>);
 
 impl RequestProcessor for Processor {
-    fn process<'a>(&'a self, conn: ConnectionHandle, request: RemotingCommand) -> ProcessFuture<'a> {
+    fn process<'a>(
+        &'a self,
+        conn: ConnectionHandle,
+        request: RemotingCommand,
+    ) -> ProcessFuture<'a> {
         let me = self.0.clone();
         Box::pin(async move { Some(me.handle(conn, request).await) })
     }
@@ -148,7 +152,17 @@ impl MockBroker {
         assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{:?}", r.remark());
     }
 
-    fn append(&self, st: &mut State, topic: &str, qid: i32, flag: i32, body: &[u8], props: &str, born: i64) -> (i64, i64) {
+    #[allow(clippy::too_many_arguments)]
+    fn append(
+        &self,
+        st: &mut State,
+        topic: &str,
+        qid: i32,
+        flag: i32,
+        body: &[u8],
+        props: &str,
+        born: i64,
+    ) -> (i64, i64) {
         let q = st.queues.entry((topic.to_owned(), qid)).or_default();
         let queue_offset = q.len() as i64;
         let phys = st.log.len() as i64;
@@ -184,7 +198,11 @@ impl MockBroker {
         Some(Bytes::copy_from_slice(&st.log[p..p + size]))
     }
 
-    async fn handle(self: Arc<Self>, _conn: ConnectionHandle, req: RemotingCommand) -> RemotingCommand {
+    async fn handle(
+        self: Arc<Self>,
+        _conn: ConnectionHandle,
+        req: RemotingCommand,
+    ) -> RemotingCommand {
         let code = req.request_code();
         match code {
             RequestCode::SEND_MESSAGE_V2 | RequestCode::SEND_BATCH_MESSAGE | RequestCode::SEND_MESSAGE => {
