@@ -87,6 +87,16 @@ fn sim05_sim13_power_loss_with_sync_flush_and_a_slow_disk() {
 }
 
 #[test]
+fn sim04_process_crashes_on_the_real_store_restart_through_recovery() {
+    sweep("crashes_store");
+}
+
+#[test]
+fn sim05_power_loss_on_the_real_store_tears_pages_and_recovers() {
+    sweep("power_loss_store");
+}
+
+#[test]
 fn sim14_disk_full_never_acks_and_refusals_never_appear() {
     sweep("disk_full");
 }

@@ -272,6 +272,10 @@ impl<L: RaftLog> Node<L> {
     pub fn log(&self) -> &L {
         &self.log
     }
+    /// Consume the node, keeping its log (shutdown, or a simulated crash).
+    pub fn into_log(self) -> L {
+        self.log
+    }
     /// The log, mutably (for the shell's flush bookkeeping or retention; never for appends).
     pub fn log_mut(&mut self) -> &mut L {
         &mut self.log

@@ -8,7 +8,8 @@
 use bytes::Bytes;
 use std::collections::BTreeMap;
 
-use crate::core::{Index, MemLog, RaftLog, Term};
+use super::sim_log::SimLog;
+use crate::core::{Index, RaftLog, Term};
 
 /// Global record the invariants are checked against.
 #[derive(Default)]
@@ -21,7 +22,7 @@ pub struct Checker {
     pub elections: usize,
 }
 
-fn entry_of(log: &MemLog, index: Index) -> Option<(Term, Bytes)> {
+fn entry_of(log: &impl RaftLog, index: Index) -> Option<(Term, Bytes)> {
     log.entry(index).ok().map(|e| (e.term, e.body))
 }
 
@@ -35,7 +36,7 @@ impl Checker {
     }
 
     /// Node `node` became leader of `term` with `log`.
-    pub fn on_leader(&mut self, node: usize, term: Term, log: &MemLog) -> Result<(), String> {
+    pub fn on_leader(&mut self, node: usize, term: Term, log: &impl RaftLog) -> Result<(), String> {
         if let Some(other) = self.leaders.insert(term, node) {
             if other != node {
                 return Err(format!(
@@ -63,7 +64,12 @@ impl Checker {
     }
 
     /// Node's committed index advanced to `index`.
-    pub fn on_commit(&mut self, node: usize, index: Index, log: &MemLog) -> Result<(), String> {
+    pub fn on_commit(
+        &mut self,
+        node: usize,
+        index: Index,
+        log: &impl RaftLog,
+    ) -> Result<(), String> {
         let prev = self.node_committed[node];
         if index <= prev {
             return Err(format!(
@@ -99,7 +105,12 @@ impl Checker {
     }
 
     /// After every step of a node: `committed <= end`, and its committed prefix is intact.
-    pub fn check_node(&self, node: usize, committed: Index, log: &MemLog) -> Result<(), String> {
+    pub fn check_node(
+        &self,
+        node: usize,
+        committed: Index,
+        log: &impl RaftLog,
+    ) -> Result<(), String> {
         if committed > log.end_index() {
             return Err(format!(
                 "committed <= end: n{node} committed {committed} > end {}",
@@ -117,14 +128,14 @@ impl Checker {
     }
 
     /// A proposal with `body` was acknowledged at `index`: it must be on a quorum.
-    pub fn on_ack(
+    pub fn on_ack<L: SimLog>(
         &mut self,
         index: Index,
         body: &Bytes,
-        logs: &[Option<&MemLog>],
+        logs: &[Option<&L>],
         sync_flush: bool,
     ) -> Result<(), String> {
-        let holds = |l: &MemLog| {
+        let holds = |l: &L| {
             entry_of(l, index).is_some_and(|(_, b)| b == *body)
                 && (!sync_flush || l.flushed_index() >= index)
         };
@@ -146,7 +157,7 @@ impl Checker {
     }
 
     /// Every acknowledged entry is still in `log` (the final leader's).
-    pub fn check_acked_in(&self, log: &MemLog) -> Result<(), String> {
+    pub fn check_acked_in(&self, log: &impl RaftLog) -> Result<(), String> {
         for (i, b) in &self.acked {
             if *i >= log.begin_index() && entry_of(log, *i).map(|e| e.1).as_ref() != Some(b) {
                 return Err(format!(
@@ -165,7 +176,7 @@ impl Checker {
 
 /// Log matching: if two logs hold an entry with the same index and term, they are identical
 /// up to it.
-pub fn log_matching(a: &MemLog, b: &MemLog) -> Result<(), String> {
+pub fn log_matching<L: RaftLog>(a: &L, b: &L) -> Result<(), String> {
     let lo = a.begin_index().max(b.begin_index());
     let hi = a.end_index().min(b.end_index());
     let mut i = hi;

@@ -15,6 +15,8 @@ pub const FAMILIES: &[&str] = &[
     "power_loss",
     "disk_full",
     "transfer",
+    "crashes_store",
+    "power_loss_store",
     "rejoin",
 ];
 
@@ -75,6 +77,15 @@ pub fn family(name: &str) -> Option<SimOptions> {
             crashes: true,
             chaos: true,
             ..d
+        },
+        // SIM-04/05 again on the real store (in-memory disk), restarting through its recovery.
+        "crashes_store" => SimOptions {
+            real_store: true,
+            ..family("crashes")?
+        },
+        "power_loss_store" => SimOptions {
+            real_store: true,
+            ..family("power_loss")?
         },
         // SIM-15: leadership transfers under chaos and partitions.
         "transfer" => SimOptions {

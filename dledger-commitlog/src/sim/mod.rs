@@ -3,11 +3,12 @@
 //! One thread, virtual time in ms, one seeded ChaCha8 PRNG per run (`SIM_SEED` replays a run).
 //! The network delays, drops, duplicates and reorders messages and applies partitions (halves,
 //! isolated leader, one-way, ring, bridge); nodes crash and restart from their durable state
-//! (persisted hard state + the log, which keeps its page cache on a process crash and loses
-//! unflushed entries beyond a random surviving prefix on power loss; power loss is only
-//! injected in sync-flush mode, where acks wait for flushes); disks can be slow. The log is the
-//! core's [`crate::core::MemLog`], not the mmap store: restarts do not go through the store's
-//! recovery code.
+//! (persisted hard state + the log). Two logs are available ([`sim_log`]): the core's
+//! [`crate::core::MemLog`] (process crash keeps everything; power loss keeps the flushed prefix
+//! plus a random prefix of the unflushed tail) and, with `real_store`, the real [`crate::store::Store`]
+//! on the storage layer's in-memory disk, where a crash keeps the page cache or tears unflushed
+//! 4 KiB pages and the restart runs the store's recovery scan. Power loss is only injected in
+//! sync-flush mode, where acks wait for flushes. Disks can be slow or full.
 //!
 //! Invariants are checked after every event ([`checker`]); after the fault phase everything is
 //! healed and the group must converge (liveness). A failure carries the seed and the last trace
@@ -18,6 +19,7 @@
 pub mod checker;
 pub mod families;
 pub mod network;
+pub mod sim_log;
 pub mod world;
 
 pub use families::{bug_scenario, family, BUGS, FAMILIES};

@@ -9,10 +9,11 @@ use std::fmt;
 
 use super::checker::{log_matching, Checker};
 use super::network::{Chaos, Links, PartitionKind};
+use super::sim_log::{SimLog, StoreSimLog};
 use crate::core::messages::{Request, Response};
 use crate::core::{
-    Action, BugInjection, CallId, CoreConfig, HardState, Index, Input, MemLog, Node, RaftLog,
-    RequestId, Role,
+    Action, BugInjection, CallId, CoreConfig, HardState, Index, Input, MemLog, Node, RequestId,
+    Role,
 };
 
 /// What a run exercises. `Default` is a calm 3-node group.
@@ -37,8 +38,10 @@ pub struct SimOptions {
     pub slow_disk: bool,
     /// Random leadership transfers (SIM-15).
     pub transfers: bool,
-    /// A node's disk refuses writes (ENOSPC) for a while (SIM-14).
+    /// A node's disk refuses writes (ENOSPC) for a while (SIM-14; MemLog only).
     pub disk_full: bool,
+    /// Run nodes on the real store (in-memory disk) and restart through its recovery.
+    pub real_store: bool,
     /// Isolate one follower for most of the fault phase, then heal (SIM-08).
     pub isolate_follower: bool,
     /// Crashes always hit the leader and never take down a majority (failover timing).
@@ -65,6 +68,7 @@ impl Default for SimOptions {
             slow_disk: false,
             transfers: false,
             disk_full: false,
+            real_store: false,
             isolate_follower: false,
             kill_leader_only: false,
             bugs: BugInjection::default(),
@@ -137,19 +141,19 @@ enum Ev {
     FlushDone { node: usize, inc: u32, up_to: Index },
 }
 
-struct Slot {
-    node: Option<Node<MemLog>>,
+struct Slot<L: SimLog> {
+    node: Option<Node<L>>,
     inc: u32,
     hard: HardState,
     /// Durable log while down.
-    down_log: Option<MemLog>,
+    down_log: Option<L>,
     restart_at_ms: u64,
     last_committed: Index,
     slow_disk: bool,
     disk_full_until: u64,
 }
 
-struct World {
+struct World<L: SimLog> {
     opts: SimOptions,
     seed: u64,
     rng: ChaCha8Rng,
@@ -157,7 +161,7 @@ struct World {
     seq: u64,
     queue: BinaryHeap<Reverse<(u64, u64)>>,
     events: BTreeMap<u64, Ev>,
-    slots: Vec<Slot>,
+    slots: Vec<Slot<L>>,
     links: Links,
     chaos: Chaos,
     requests: BTreeMap<RequestId, (usize, u32, CallId)>,
@@ -185,8 +189,8 @@ fn fnv(h: u64, x: u64) -> u64 {
     (h ^ x).wrapping_mul(0x0000_0100_0000_01b3)
 }
 
-impl World {
-    fn new(seed: u64, opts: SimOptions) -> Self {
+impl<L: SimLog> World<L> {
+    fn new(seed: u64, opts: SimOptions) -> Result<Self, Violation> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let chaos = if opts.chaos {
             Chaos::random(&mut rng)
@@ -233,15 +237,15 @@ impl World {
                 node: None,
                 inc: 0,
                 hard: HardState::default(),
-                down_log: Some(MemLog::new()),
+                down_log: None,
                 restart_at_ms: 0,
                 last_committed: -1,
                 slow_disk: slow == Some(i),
                 disk_full_until: 0,
             });
-            w.start(i);
+            w.start(i)?;
         }
-        w
+        Ok(w)
     }
 
     fn config(&mut self, i: usize) -> CoreConfig {
@@ -284,11 +288,13 @@ impl World {
         self.events.insert(self.seq, ev);
     }
 
-    fn start(&mut self, i: usize) {
+    fn start(&mut self, i: usize) -> Result<(), Violation> {
         let cfg = self.config(i);
+        let log = match self.slots[i].down_log.take() {
+            Some(l) => l,
+            None => L::fresh().map_err(|e| self.fail(e))?,
+        };
         let s = &mut self.slots[i];
-        let mut log = s.down_log.take().unwrap_or_default();
-        log.disk_full = false; // a restart comes back with space (the fault is transient)
         s.disk_full_until = 0;
         let hint = s.last_committed.min(log.end_index());
         s.inc += 1;
@@ -299,25 +305,29 @@ impl World {
         self.checker.on_restart(i, hint.max(-1));
         let inc = self.slots[i].inc;
         self.note(|| format!("n{i} start inc={inc} committed_hint={hint}"));
+        Ok(())
     }
 
-    fn crash(&mut self, i: usize, restart_after_ms: u64) {
+    fn crash(&mut self, i: usize, restart_after_ms: u64) -> Result<(), Violation> {
         let power = self.opts.power_loss;
-        let extra = (self.rng.next_u64() % 4) as usize;
+        let crash_seed = self.rng.next_u64();
+        let Some(node) = self.slots[i].node.take() else {
+            return Ok(());
+        };
+        self.slots[i].last_committed = node.committed_index();
+        // Recovery must always succeed (SIM-04).
+        let restarted = node
+            .into_log()
+            .crash(power, crash_seed)
+            .map_err(|e| self.fail(e))?;
         let s = &mut self.slots[i];
-        let Some(node) = s.node.take() else { return };
-        s.last_committed = node.committed_index();
-        let log = node.log();
-        s.down_log = Some(if power {
-            log.after_power_loss(extra)
-        } else {
-            log.clone()
-        });
+        s.down_log = Some(restarted);
         s.restart_at_ms = self.now + restart_after_ms;
         let kept = s.down_log.as_ref().map_or(-1, |l| l.end_index());
         self.note(|| {
             format!("n{i} CRASH power={power} kept_end={kept} restart_in={restart_after_ms}ms")
         });
+        Ok(())
     }
 
     fn send(&mut self, from: usize, to: usize, msg: Msg) {
@@ -355,7 +365,7 @@ impl World {
     }
 
     /// Run one node interaction, then execute its actions and check invariants.
-    fn step(&mut self, i: usize, f: impl FnOnce(&mut Node<MemLog>, u64)) -> Result<(), Violation> {
+    fn step(&mut self, i: usize, f: impl FnOnce(&mut Node<L>, u64)) -> Result<(), Violation> {
         let now = self.now;
         let Some(node) = self.slots[i].node.as_mut() else {
             return Ok(());
@@ -442,7 +452,7 @@ impl World {
                     }
                 }
                 if let Ok(app) = result {
-                    let logs: Vec<Option<&MemLog>> = self
+                    let logs: Vec<Option<&L>> = self
                         .slots
                         .iter()
                         .map(|s| s.node.as_ref().map(|n| n.log()).or(s.down_log.as_ref()))
@@ -568,14 +578,17 @@ impl World {
                         _ => (self.rng.next_u64() % n as u64) as usize,
                     };
                     let after = self.rng.next_u64() % 5_000;
-                    self.crash(victim, after);
+                    self.crash(victim, after)?;
                 }
             }
             3 => {
                 let victim = (self.rng.next_u64() % n as u64) as usize;
                 let until = self.now + 500 + self.rng.next_u64() % 2_500;
-                if let Some(node) = self.slots[victim].node.as_mut() {
-                    node.log_mut().disk_full = true;
+                let full = self.slots[victim]
+                    .node
+                    .as_mut()
+                    .map(|nd| nd.log_mut().set_disk_full(true));
+                if full == Some(true) {
                     self.slots[victim].disk_full_until = until;
                     self.note(|| format!("DISK FULL n{victim} until {until}"));
                 }
@@ -596,18 +609,19 @@ impl World {
         Ok(())
     }
 
-    fn heal(&mut self) {
+    fn heal(&mut self) -> Result<(), Violation> {
         self.healed = true;
         self.links.heal();
         self.chaos = Chaos::calm();
         self.partition_until = 0;
         for i in 0..self.opts.nodes {
             if self.slots[i].node.is_none() {
-                self.start(i);
+                self.start(i)?;
             }
         }
         self.elections_at_heal = self.checker.elections;
         self.note(|| "HEAL all faults".to_string());
+        Ok(())
     }
 
     fn run(&mut self) -> Result<Outcome, Violation> {
@@ -629,7 +643,7 @@ impl World {
                 .min(end);
             self.now = t;
             if !self.healed && t >= self.opts.fault_ms {
-                self.heal();
+                self.heal()?;
             }
             if next_ev == t {
                 let Some(Reverse((_, seq))) = self.queue.pop() else {
@@ -643,11 +657,10 @@ impl World {
                     Ev::Deliver { to, inc, msg } => self.deliver(to, inc, *msg)?,
                     Ev::FlushDone { node, inc, up_to } => {
                         if self.slots[node].inc == inc {
-                            if let Some(nd) = self.slots[node].node.as_mut() {
-                                nd.log_mut().flush_to(up_to);
-                            }
+                            let _ = up_to; // the disk flushes everything written so far
                             self.step(node, |nd, now| {
-                                nd.handle(now, Input::LogFlushed { index: up_to })
+                                let index = nd.log_mut().flush();
+                                nd.handle(now, Input::LogFlushed { index })
                             })?;
                         }
                     }
@@ -683,19 +696,18 @@ impl World {
                     if full_until != 0 && (t >= full_until || self.healed) {
                         self.slots[i].disk_full_until = 0;
                         if let Some(nd) = self.slots[i].node.as_mut() {
-                            nd.log_mut().disk_full = false;
+                            nd.log_mut().set_disk_full(false);
                         }
                     }
                     if self.slots[i].node.is_none()
                         && !self.healed
                         && t >= self.slots[i].restart_at_ms
                     {
-                        self.start(i);
+                        self.start(i)?;
                     }
                     if !self.opts.power_loss {
                         if let Some(nd) = self.slots[i].node.as_mut() {
-                            let end_index = nd.log().end_index();
-                            nd.log_mut().flush_to(end_index); // async flush every tick
+                            nd.log_mut().flush(); // async flush every tick
                         }
                     }
                     self.step(i, |nd, now| nd.tick(now))?;
@@ -738,7 +750,7 @@ impl World {
     }
 
     fn check_logs(&self) -> Result<(), Violation> {
-        let logs: Vec<&MemLog> = self
+        let logs: Vec<&L> = self
             .slots
             .iter()
             .filter_map(|s| s.node.as_ref().map(|n| n.log()))
@@ -788,9 +800,13 @@ impl World {
         self.checker
             .check_acked_in(leader.log())
             .map_err(|e| self.fail(e))?;
-        let bodies: std::collections::BTreeSet<&Bytes> =
-            leader.log().iter().map(|e| &e.body).collect();
-        if let Some(b) = self.refused.iter().find(|b| bodies.contains(b)) {
+        let bodies: std::collections::BTreeSet<Bytes> = leader
+            .log()
+            .all_entries()
+            .into_iter()
+            .map(|e| e.body)
+            .collect();
+        if let Some(b) = self.refused.iter().find(|b| bodies.contains(*b)) {
             let what = format!(
                 "a definitely refused proposal ({:02x?}) is in the final log",
                 &b[..8]
@@ -857,14 +873,22 @@ fn short_resp(r: &Response) -> String {
 
 /// Run one seed. On a violation, the run is replayed verbosely to attach a trace.
 pub fn run(seed: u64, opts: &SimOptions) -> Result<Outcome, Violation> {
-    let result = World::new(seed, opts.clone()).run();
+    if opts.real_store {
+        run_on::<StoreSimLog>(seed, opts)
+    } else {
+        run_on::<MemLog>(seed, opts)
+    }
+}
+
+fn run_on<L: SimLog>(seed: u64, opts: &SimOptions) -> Result<Outcome, Violation> {
+    let result = World::<L>::new(seed, opts.clone()).and_then(|mut w| w.run());
     match result {
         Err(v) if !opts.verbose => {
             let verbose = SimOptions {
                 verbose: true,
                 ..opts.clone()
             };
-            match World::new(seed, verbose).run() {
+            match World::<L>::new(seed, verbose).and_then(|mut w| w.run()) {
                 Err(replayed) => Err(replayed),
                 Ok(_) => Err(Violation {
                     what: format!("{} (did not replay!)", v.what),

@@ -1,0 +1,222 @@
+//! The logs a simulated node can run on, with their crash models.
+//!
+//! * [`MemLog`]: the core's in-memory log (fast; power loss keeps the flushed prefix plus a
+//!   random prefix of the unflushed tail).
+//! * [`StoreSimLog`]: the real store ([`Store`]) on the storage layer's in-memory disk
+//!   ([`MemDisk`]); a crash takes `MemDisk::crash` (page cache kept, or unflushed 4 KiB pages
+//!   torn at random) and the restart goes through the store's real recovery scan.
+
+use bytes::Bytes;
+
+use crate::config::LedgerConfig;
+use crate::core::{Index, LogEntry, LogError, MemLog, Pos, RaftLog, Term};
+use crate::store::{CrashMode, FollowerEntry, MemDisk, Store, StoreError, StoredEntry};
+use crate::types;
+
+/// A log with a crash model, as the simulator needs it.
+pub trait SimLog: RaftLog + Sized {
+    /// An empty log for a new node.
+    fn fresh() -> Result<Self, String>;
+    /// The log a restarted node finds: process crash (`power_loss == false`) or power loss.
+    fn crash(self, power_loss: bool, seed: u64) -> Result<Self, String>;
+    /// Make everything written durable; returns the durable end index.
+    fn flush(&mut self) -> Index;
+    /// Last durable index.
+    fn flushed_index(&self) -> Index;
+    /// Refuse (or accept again) appends for lack of space; false if unsupported.
+    fn set_disk_full(&mut self, on: bool) -> bool;
+    /// Every retained entry (for final checks).
+    fn all_entries(&self) -> Vec<LogEntry> {
+        let from = self.begin_index();
+        if self.end_index() < from {
+            return Vec::new();
+        }
+        self.entries(from, usize::MAX, usize::MAX)
+            .unwrap_or_default()
+    }
+}
+
+impl SimLog for MemLog {
+    fn fresh() -> Result<Self, String> {
+        Ok(MemLog::new())
+    }
+    fn crash(self, power_loss: bool, seed: u64) -> Result<Self, String> {
+        let mut log = if power_loss {
+            self.after_power_loss((seed % 4) as usize)
+        } else {
+            self
+        };
+        log.disk_full = false; // the fault is transient
+        Ok(log)
+    }
+    fn flush(&mut self) -> Index {
+        let end = self.end_index();
+        self.flush_to(end);
+        end
+    }
+    fn flushed_index(&self) -> Index {
+        MemLog::flushed_index(self)
+    }
+    fn set_disk_full(&mut self, on: bool) -> bool {
+        self.disk_full = on;
+        true
+    }
+}
+
+/// The real store on an in-memory disk; see the module docs.
+pub struct StoreSimLog {
+    disk: MemDisk,
+    store: Store,
+    flushed: Index,
+}
+
+fn sim_ledger_config() -> LedgerConfig {
+    LedgerConfig {
+        // Small files so runs roll segments (blank padding, several index files).
+        data_segment_bytes: 64 * 1024,
+        index_segment_bytes: 32 * 1024,
+        background_threads: false,
+        ..LedgerConfig::default()
+    }
+}
+
+fn log_err(e: StoreError) -> LogError {
+    match e {
+        StoreError::DiskFull(_) => LogError::DiskFull,
+        StoreError::IndexMismatch { expected, got } => LogError::NotNext {
+            index: got.raw(),
+            end: expected.raw() - 1,
+        },
+        StoreError::PosMismatch { expected, got } => LogError::PosMismatch {
+            expected: got.raw(),
+            actual: expected.raw(),
+        },
+        StoreError::IndexOutOfRange { index, begin, last } => LogError::OutOfRange {
+            index: index.raw(),
+            begin: types::Index::to_wire(begin),
+            end: types::Index::to_wire(last),
+        },
+        other => LogError::Io(other.to_string()),
+    }
+}
+
+fn log_entry(e: StoredEntry) -> LogEntry {
+    LogEntry {
+        index: e.index.raw(),
+        term: e.term.raw(),
+        pos: e.pos.raw(),
+        body: e.body,
+    }
+}
+
+fn non_negative(v: i64, what: &str) -> Result<u64, LogError> {
+    u64::try_from(v).map_err(|_| LogError::Io(format!("negative {what} {v}")))
+}
+
+impl StoreSimLog {
+    fn open(disk: MemDisk) -> Result<Self, String> {
+        let store = Store::open_in_memory(&disk, &sim_ledger_config())
+            .map_err(|e| format!("store recovery failed: {e}"))?;
+        let mut log = StoreSimLog {
+            disk,
+            store,
+            flushed: -1,
+        };
+        log.flushed = log.end_index();
+        Ok(log)
+    }
+}
+
+impl RaftLog for StoreSimLog {
+    fn begin_index(&self) -> Index {
+        self.store
+            .begin_index()
+            .map_or_else(|| self.store.next_index().raw(), types::Index::raw)
+    }
+    fn end_index(&self) -> Index {
+        self.store
+            .end_index()
+            .map_or_else(|| self.store.next_index().raw() - 1, types::Index::raw)
+    }
+    fn end_term(&self) -> Term {
+        types::Term::to_wire(self.store.end_term())
+    }
+    fn term_at(&self, index: Index) -> Option<Term> {
+        let i = u64::try_from(index).ok()?;
+        self.store
+            .term_at(types::Index(i))
+            .ok()
+            .map(types::Term::raw)
+    }
+    fn entries(
+        &self,
+        from: Index,
+        max_count: usize,
+        max_bytes: usize,
+    ) -> Result<Vec<LogEntry>, LogError> {
+        let i = non_negative(from, "index")?;
+        let max_bytes = u64::try_from(max_bytes).unwrap_or(u64::MAX);
+        let v = self
+            .store
+            .get_range(types::Index(i), max_count, max_bytes)
+            .map_err(log_err)?;
+        Ok(v.into_iter().map(log_entry).collect())
+    }
+    fn append_leader(&mut self, term: Term, body: Bytes) -> Result<(Index, Pos), LogError> {
+        let t = non_negative(term, "term")?;
+        let a = self
+            .store
+            .append_leader(types::Term(t), &body)
+            .map_err(log_err)?;
+        Ok((a.index.raw(), a.pos.raw()))
+    }
+    fn append_follower(&mut self, e: &LogEntry) -> Result<(), LogError> {
+        let entry = FollowerEntry {
+            index: types::Index(non_negative(e.index, "index")?),
+            term: types::Term(non_negative(e.term, "term")?),
+            pos: types::Pos(non_negative(e.pos, "pos")?),
+            body_crc: 0,
+            body: &e.body,
+        };
+        self.store.append_follower(entry).map_err(log_err)?;
+        Ok(())
+    }
+    fn truncate_after(&mut self, index: Index) -> Result<(), LogError> {
+        let keep = u64::try_from(index).ok().map(types::Index);
+        self.store.truncate_after(keep).map_err(log_err)?;
+        self.flushed = self.flushed.min(index);
+        Ok(())
+    }
+    fn end_pos_of(&self, index: Index) -> Option<Pos> {
+        let e = self.entry(index).ok()?;
+        Some(e.pos + 48 + i64::try_from(e.body.len()).ok()?)
+    }
+}
+
+impl SimLog for StoreSimLog {
+    fn fresh() -> Result<Self, String> {
+        StoreSimLog::open(MemDisk::new())
+    }
+    fn crash(self, power_loss: bool, seed: u64) -> Result<Self, String> {
+        let mode = if power_loss {
+            CrashMode::TearUnflushed { seed }
+        } else {
+            CrashMode::KeepPageCache
+        };
+        let disk = self.disk.crash(mode);
+        self.store.abandon();
+        StoreSimLog::open(disk)
+    }
+    fn flush(&mut self) -> Index {
+        if self.store.flush().is_ok() {
+            self.flushed = self.end_index();
+        }
+        self.flushed
+    }
+    fn flushed_index(&self) -> Index {
+        self.flushed.min(self.end_index())
+    }
+    fn set_disk_full(&mut self, _on: bool) -> bool {
+        false
+    }
+}
