@@ -17,7 +17,7 @@ use super::options::LedgerOptions;
 use super::transport::{peer_task, PeerLiveness, RpcService};
 use super::types::{Committed, CommittedMark, LedgerRole, LedgerStatus, RoleState};
 use crate::core::{HardState, Node};
-use crate::store::{Store, StoreReader};
+use crate::store::{Store, StoreError, StoreReader};
 use crate::types;
 
 /// Capacity of the network inbox (requests and replies from every peer).
@@ -71,9 +71,17 @@ impl Ledger {
             .self_addr()
             .ok_or_else(|| LedgerError::Config("selfId not in peers".into()))?;
         let (root, store_cfg) = (opts.store_root.clone(), opts.store.clone());
-        let store = tokio::task::spawn_blocking(move || Store::open(&root, &store_cfg))
-            .await
-            .map_err(|e| LedgerError::Config(format!("store open task failed: {e}")))??;
+        // Recovery and the creation (pre-touch) of the first files are slow blocking IO: run
+        // them off the async workers, before the driver exists, so no election waits on them.
+        let store = tokio::task::spawn_blocking(move || {
+            let mut store = Store::open(&root, &store_cfg)?;
+            if let Err(e) = store.prepare_next_append() {
+                tracing::warn!(error = %e, "could not prepare the next log file at start");
+            }
+            Ok::<Store, StoreError>(store)
+        })
+        .await
+        .map_err(|e| LedgerError::Config(format!("store open task failed: {e}")))??;
         let reader = store.reader();
         let flush = store.subscribe_flush();
         let hard = HardState {

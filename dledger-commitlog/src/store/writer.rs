@@ -677,6 +677,16 @@ impl Store {
         Ok(())
     }
 
+    /// Creates (and pre-touches) the files the next append writes to, so that append does
+    /// not do it on the caller's thread. The runtime calls it at start, off the async workers:
+    /// with 1 GiB files the first append would otherwise stall the consensus driver for
+    /// seconds right after its first election.
+    pub fn prepare_next_append(&mut self) -> Result<(), StoreError> {
+        self.sh.check_writable()?;
+        self.ensure_data(self.write_pos)?;
+        self.ensure_index(self.next_index)
+    }
+
     /// Flushes everything written so far now (simulator, shutdown, tests); returns the
     /// flushed position. A failure poisons the store.
     pub fn flush(&mut self) -> Result<Pos, StoreError> {
