@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! body                    JSON bodies (re-exported from remoting::body)
+//! inflate, compressed_body zlib inflate + the compressed RegisterBrokerBody layout
 //! route                   RouteTable: pure, synchronous, clock passed in (now_ms)
 //! kv_config, config       KV namespaces (optionally persisted), settings
 //! route_cache             encoded route JSON per topic, dropped on any table/KV change
@@ -26,9 +27,11 @@
 //! - no lock is held across an `.await`.
 
 pub mod body;
+pub mod compressed_body;
 pub mod config;
 pub mod error;
 pub mod headers;
+pub mod inflate;
 pub mod kv_config;
 pub mod processor;
 pub mod route;

@@ -19,6 +19,7 @@ use remoting::processor::{ProcessFuture, RequestProcessor};
 use tracing::{debug, warn};
 
 use crate::body::{self, DataVersion, RegisterBrokerBody, TopicRouteData};
+use crate::compressed_body::decode_compressed_register_body;
 use crate::config::{apply_properties, NameServerConfig, Switches};
 use crate::headers::{
     AddWritePermResponseHeader, DeleteTopicInNamesrvRequestHeader,
@@ -166,14 +167,16 @@ impl NameServerState {
                 return Err(error(ResponseCode::SYSTEM_ERROR, "crc32 not match"));
             }
         }
-        if header.compressed == Some(true) && !body_bytes.is_empty() {
-            return Err(error(
-                ResponseCode::SYSTEM_ERROR,
-                "compressed register body is not supported by this name server; set compressedRegister=false",
-            ));
-        }
         let body: RegisterBrokerBody = if body_bytes.is_empty() {
             RegisterBrokerBody::default()
+        } else if header.compressed == Some(true) {
+            decode_compressed_register_body(body_bytes, request.version()).map_err(|e| {
+                warn!(broker = %header.broker_addr, error = %e, "malformed compressed register body");
+                error(
+                    ResponseCode::SYSTEM_ERROR,
+                    format!("malformed compressed RegisterBrokerBody: {e}"),
+                )
+            })?
         } else {
             body::from_json(body_bytes).map_err(|e| {
                 warn!(broker = %header.broker_addr, error = %e, "malformed register body");
@@ -498,6 +501,42 @@ mod tests {
         let resp = state.handle(None, &req);
         assert_eq!(resp.response_code(), ResponseCode::SUCCESS);
         body::from_json(resp.body()).unwrap()
+    }
+
+    #[test]
+    fn compressed_registration_is_routed() {
+        let hex = crate::inflate::vectors::REGISTER_V5;
+        let body: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
+        let state = NameServerState::new(NameServerConfig::default(), KvConfig::default());
+        let req = RemotingCommand::request(
+            RequestCode::REGISTER_BROKER,
+            &RegisterBrokerRequestHeader {
+                broker_name: "B".into(),
+                broker_addr: "a:1".into(),
+                cluster_name: "C".into(),
+                ha_server_addr: "a:2".into(),
+                broker_id: 0,
+                compressed: Some(true),
+                body_crc32: Some(masked_crc32(&body)),
+                ..RegisterBrokerRequestHeader::default()
+            },
+        )
+        .with_body(body)
+        .with_version(remoting::code::version::V5_3_1);
+        let resp = state.handle(Some(ConnectionId(1)), &req);
+        assert_eq!(
+            resp.response_code(),
+            ResponseCode::SUCCESS,
+            "{:?}",
+            resp.remark()
+        );
+        let table = state.table();
+        let route = table.topic_route("TBW102").unwrap();
+        assert_eq!(route.queue_datas[0].perm, 7);
+        assert_eq!(route.queue_datas[0].write_queue_nums, 8);
     }
 
     #[test]
