@@ -6,6 +6,8 @@
 //! p50/p99/p999 for 128 B and 1 KiB bodies with 1, 16 and 256 concurrent proposers, and the
 //! 3-member / 1-member throughput ratio.
 
+#![allow(clippy::unwrap_used)] // tests and benches may unwrap
+
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -5,6 +5,8 @@
 //! `127.0.0.1:0` (all at once, so they differ) and releasing them just before the ledgers
 //! bind. Every wait polls a condition with a deadline; nothing sleeps for synchronisation.
 
+#![allow(clippy::unwrap_used)] // tests and benches may unwrap
+
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
@@ -232,7 +234,7 @@ async fn single_member_group_elects_itself_and_commits() {
     for k in 0..100 {
         let b = Bytes::from(format!("single-{k}"));
         let c = l.propose(b.clone()).await.unwrap();
-        assert_eq!(l.committed().borrow().index >= c.index, true);
+        assert!(l.committed().borrow().index >= c.index);
         acked.insert(c.index, b);
     }
     check_entries(&l, &acked);
@@ -456,6 +458,6 @@ async fn a_leader_without_quorum_reports_busy_definitely_and_pending_as_indeterm
         (l.role().borrow().role != LedgerRole::Leader).then_some(())
     })
     .await;
-    assert!(ProposeError::Busy.is_indeterminate() == false);
+    assert!(!ProposeError::Busy.is_indeterminate());
     l.shutdown().await;
 }

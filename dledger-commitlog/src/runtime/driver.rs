@@ -92,7 +92,7 @@ pub(crate) struct Driver {
     poison_logged: bool,
 }
 
-use crate::core::messages::Response;
+use crate::core::messages::{Request, Response};
 
 impl Driver {
     pub(crate) fn new(
@@ -290,12 +290,26 @@ impl Driver {
     fn on_net(&mut self, ev: NetEvent) {
         match ev {
             NetEvent::Request { req, reply } => {
+                self.note_sender(&req);
                 let id = self.next_request;
                 self.next_request += 1;
                 self.requests.insert(id, reply);
                 self.handle(Input::Request { id, req });
             }
             NetEvent::Reply { call, result } => self.handle(Input::Reply { call, result }),
+        }
+    }
+
+    /// Requests count as signs of life of their sender (followers rarely call anyone).
+    fn note_sender(&self, req: &Request) {
+        let from = match req {
+            Request::Vote(r) => r.local_id.as_deref(),
+            Request::HeartBeat(r) => r.local_id.as_deref(),
+            Request::Push(r) => r.local_id.as_deref(),
+            Request::LeadershipTransfer(r) => r.local_id.as_deref(),
+        };
+        if let Some(p) = from.and_then(|id| self.peers.iter().find(|p| p.id == id)) {
+            p.liveness.mark();
         }
     }
 

@@ -61,7 +61,8 @@ impl PeerLiveness {
         }
     }
 
-    fn mark(&self) {
+    /// Heard from the peer just now (a response to our call, or a request from it).
+    pub(crate) fn mark(&self) {
         let ms = self.epoch.elapsed().as_millis() as u64 + 1;
         self.last_ok_ms.store(ms, Ordering::Relaxed);
     }
