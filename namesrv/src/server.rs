@@ -106,10 +106,13 @@ impl ConnectionListener for BrokerConnections {
 
     fn on_close(&self, conn: &ConnectionHandle) {
         self.open().remove(&conn.id().0);
-        let removed = self
-            .state
-            .table_mut()
-            .connection_closed(ConnectionId(conn.id().0));
+        let id = ConnectionId(conn.id().0);
+        // Most connections are clients: check under the read lock, so their closing does not
+        // invalidate cached routes.
+        if !self.state.table().has_connection(id) {
+            return;
+        }
+        let removed = self.state.table_mut().connection_closed(id);
         if !removed.is_empty() {
             info!(peer = %conn.remote_addr(), brokers = removed.len(), "brokers removed: connection closed");
         }
@@ -126,6 +129,9 @@ async fn scan_loop(connections: Arc<BrokerConnections>, every: Duration, stop: C
             _ = ticker.tick() => {}
         }
         let now = connections.state.now_ms();
+        if !connections.state.table().any_expired(now) {
+            continue;
+        }
         let expired = connections.state.table_mut().expire_brokers(now);
         for broker in expired {
             let Some(id) = broker.connection else {

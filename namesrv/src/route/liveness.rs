@@ -16,6 +16,20 @@ pub struct ExpiredBroker {
 }
 
 impl RouteTable {
+    /// True when [`RouteTable::expire_brokers`] would remove something at `now_ms`.
+    pub fn any_expired(&self, now_ms: u64) -> bool {
+        self.live
+            .values()
+            .any(|live| live.last_update_ms.saturating_add(live.timeout_ms) < now_ms)
+    }
+
+    /// True when some broker last registered through `connection`.
+    pub fn has_connection(&self, connection: ConnectionId) -> bool {
+        self.live
+            .values()
+            .any(|live| live.connection == Some(connection))
+    }
+
     /// Removes every broker whose last registration is older than its timeout at `now_ms`.
     pub fn expire_brokers(&mut self, now_ms: u64) -> Vec<ExpiredBroker> {
         let expired: Vec<ExpiredBroker> = self

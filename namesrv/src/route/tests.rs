@@ -258,7 +258,9 @@ fn brokers_expire_after_their_timeout() {
     let mut short = reg(N1, 2, 8);
     short.timeout_ms = Some(100);
     t.register_broker(short, 0);
+    assert!(!t.any_expired(100));
     assert!(t.expire_brokers(100).is_empty(), "timeout is inclusive");
+    assert!(t.any_expired(101));
     let expired = t.expire_brokers(101);
     assert_eq!(expired.len(), 1);
     assert_eq!(expired[0].key.addr, N1);
@@ -279,6 +281,8 @@ fn closed_connection_removes_only_its_brokers() {
     t.register_broker(reg(N1, 2, 2), 0);
     // N1 re-registers on a new connection: closing the old one must not remove it.
     t.register_broker(reg(N1, 2, 3), 1);
+    assert!(!t.has_connection(ConnectionId(2)));
+    assert!(t.has_connection(ConnectionId(3)));
     assert!(t.connection_closed(ConnectionId(2)).is_empty());
     let removed = t.connection_closed(ConnectionId(1));
     assert_eq!(removed.len(), 1);
