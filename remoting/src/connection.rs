@@ -9,8 +9,10 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -398,6 +400,7 @@ async fn writer_loop(
         }
         // A peer that stops reading must not pin this task once the connection is closed.
         let r = tokio::select! {
+            biased;
             r = write_half.write_all(&out) => r,
             _ = closed.cancelled() => {
                 interrupted = true;
@@ -585,50 +588,95 @@ fn dispatch(
             return;
         }
     };
-    let conn = conn.clone();
+    let meta = RequestMeta {
+        oneway: cmd.is_oneway(),
+        opaque: cmd.opaque(),
+        serialize_type: cmd.serialize_type(),
+        code: cmd.code(),
+    };
     let processor = ctx.processor.clone();
-    ctx.tasks.spawn(async move {
-        let _permit = permit;
-        let oneway = cmd.is_oneway();
-        let opaque = cmd.opaque();
-        let serialize_type: SerializeType = cmd.serialize_type();
-        let code = cmd.code();
-        let outcome = AssertUnwindSafe(processor.process(conn.clone(), cmd))
-            .catch_unwind()
-            .await;
-        let response = match outcome {
-            Ok(r) => r,
-            Err(_) => {
-                tracing::error!(conn = %conn.id(), code, "processor panicked");
-                Some(RemotingCommand::response(
-                    ResponseCode::SYSTEM_ERROR,
-                    "processor panicked while handling the request",
-                ))
-            }
-        };
-        if oneway {
-            return;
-        }
-        if let Some(mut response) = response {
-            response.set_opaque(opaque);
-            response.set_flag(response.flag() | FLAG_RESPONSE);
-            response.set_serialize_type(serialize_type);
-            let response = match conn.check_encodable(&response) {
-                Ok(()) => response,
-                Err(e) => {
-                    tracing::warn!(conn = %conn.id(), code, error = %e, "response cannot be encoded");
-                    let mut r = RemotingCommand::response(
-                        ResponseCode::SYSTEM_ERROR,
-                        format!("response cannot be encoded: {e}"),
-                    );
-                    r.set_opaque(opaque);
-                    r.set_serialize_type(serialize_type);
-                    r
+    let task_conn = conn.clone();
+    let mut work: Pin<Box<dyn Future<Output = Option<RemotingCommand>> + Send>> =
+        Box::pin(async move { processor.process(task_conn, cmd).await });
+    // Poll once right here: most processors answer without waiting, and that saves a task
+    // spawn per request. Anything that waits (a held long-poll pull, a store append) moves to
+    // its own task, so the reader never waits for a processor.
+    match std::panic::catch_unwind(AssertUnwindSafe(|| (&mut work).now_or_never())) {
+        Ok(Some(response)) => {
+            drop(permit);
+            if let Some(response) = finish_response(conn, meta, Ok(response)) {
+                if let Err(mpsc::error::TrySendError::Full(response)) =
+                    conn.shared.tx.try_send(response)
+                {
+                    let conn = conn.clone();
+                    ctx.tasks.spawn(async move {
+                        if let Err(e) = conn.send_command(response).await {
+                            tracing::debug!(conn = %conn.id(), error = %e, "response not sent");
+                        }
+                    });
                 }
-            };
-            if let Err(e) = conn.send_command(response).await {
-                tracing::debug!(conn = %conn.id(), code, error = %e, "response not sent");
             }
         }
-    });
+        Ok(None) => {
+            let conn = conn.clone();
+            ctx.tasks.spawn(async move {
+                let _permit = permit;
+                let outcome = AssertUnwindSafe(work).catch_unwind().await.map_err(|_| ());
+                if let Some(response) = finish_response(&conn, meta, outcome) {
+                    if let Err(e) = conn.send_command(response).await {
+                        tracing::debug!(conn = %conn.id(), code = meta.code, error = %e, "response not sent");
+                    }
+                }
+            });
+        }
+        Err(_) => {
+            drop(permit);
+            if let Some(response) = finish_response(conn, meta, Err(())) {
+                let _ = conn.shared.tx.try_send(response);
+            }
+        }
+    }
+}
+
+/// What the response to a request needs from it once the request itself has been consumed.
+#[derive(Clone, Copy)]
+struct RequestMeta {
+    oneway: bool,
+    opaque: i32,
+    serialize_type: SerializeType,
+    code: i32,
+}
+
+/// Turns a processor outcome into the frame to send, if any: nothing for oneway requests or
+/// `None`; SYSTEM_ERROR for a panic or a response that cannot be encoded.
+fn finish_response(
+    conn: &ConnectionHandle,
+    meta: RequestMeta,
+    outcome: Result<Option<RemotingCommand>, ()>,
+) -> Option<RemotingCommand> {
+    let response = match outcome {
+        Ok(r) => r,
+        Err(()) => {
+            tracing::error!(conn = %conn.id(), code = meta.code, "processor panicked");
+            Some(RemotingCommand::response(
+                ResponseCode::SYSTEM_ERROR,
+                "processor panicked while handling the request",
+            ))
+        }
+    };
+    if meta.oneway {
+        return None;
+    }
+    let mut response = response?;
+    if let Err(e) = conn.check_encodable(&response) {
+        tracing::warn!(conn = %conn.id(), code = meta.code, error = %e, "response cannot be encoded");
+        response = RemotingCommand::response(
+            ResponseCode::SYSTEM_ERROR,
+            format!("response cannot be encoded: {e}"),
+        );
+    }
+    response.set_opaque(meta.opaque);
+    response.set_flag(response.flag() | FLAG_RESPONSE);
+    response.set_serialize_type(meta.serialize_type);
+    Some(response)
 }
