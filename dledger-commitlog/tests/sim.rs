@@ -97,6 +97,30 @@ fn sim05_power_loss_on_the_real_store_tears_pages_and_recovers() {
 }
 
 #[test]
+fn sim12_drifting_clocks_keep_failover_fast_and_cause_no_spurious_election() {
+    for o in sweep("clock_drift") {
+        // Leader crashes with clocks 20 % slow or fast: failover stays under 2 s.
+        assert!(
+            o.longest_leaderless_ms <= 2_000,
+            "seed {}: {} ms",
+            o.seed,
+            o.longest_leaderless_ms
+        );
+    }
+    let calm = SimOptions {
+        clock_drift: true,
+        ..family("baseline5").expect("family")
+    };
+    for s in seeds() {
+        let o = run(s, &calm).unwrap_or_else(|v| panic!("{v}"));
+        assert_eq!(
+            o.elections_after_startup, 0,
+            "seed {s}: drift alone must not trigger elections"
+        );
+    }
+}
+
+#[test]
 fn sim14_disk_full_never_acks_and_refusals_never_appear() {
     sweep("disk_full");
 }

@@ -18,6 +18,7 @@ pub const FAMILIES: &[&str] = &[
     "crashes_store",
     "power_loss_store",
     "rejoin",
+    "clock_drift",
 ];
 
 /// The options of family `name` with `nodes` overridden when the name does not fix it.
@@ -93,6 +94,13 @@ pub fn family(name: &str) -> Option<SimOptions> {
             transfers: true,
             partitions: true,
             chaos: true,
+            ..d
+        },
+        // SIM-12: clocks drifting +-20 % with leader crashes on a calm network.
+        "clock_drift" => SimOptions {
+            clock_drift: true,
+            crashes: true,
+            kill_leader_only: true,
             ..d
         },
         // SIM-08: one follower isolated for most of the fault phase, then healed.

@@ -42,6 +42,8 @@ pub struct SimOptions {
     pub disk_full: bool,
     /// Run nodes on the real store (in-memory disk) and restart through its recovery.
     pub real_store: bool,
+    /// Each node's clock runs 20 % slow to 20 % fast (SIM-12; monotonic clocks never step).
+    pub clock_drift: bool,
     /// Isolate one follower for most of the fault phase, then heal (SIM-08).
     pub isolate_follower: bool,
     /// Crashes always hit the leader and never take down a majority (failover timing).
@@ -69,6 +71,7 @@ impl Default for SimOptions {
             transfers: false,
             disk_full: false,
             real_store: false,
+            clock_drift: false,
             isolate_follower: false,
             kill_leader_only: false,
             bugs: BugInjection::default(),
@@ -151,6 +154,8 @@ struct Slot<L: SimLog> {
     last_committed: Index,
     slow_disk: bool,
     disk_full_until: u64,
+    /// This node's monotonic clock runs at this rate (1000 = true time; SIM-12 drift).
+    clock_rate_permille: u64,
 }
 
 struct World<L: SimLog> {
@@ -242,7 +247,11 @@ impl<L: SimLog> World<L> {
                 last_committed: -1,
                 slow_disk: slow == Some(i),
                 disk_full_until: 0,
+                clock_rate_permille: 1000,
             });
+            if w.opts.clock_drift {
+                w.slots[i].clock_rate_permille = 800 + w.rng.next_u64() % 401;
+            }
             w.start(i)?;
         }
         Ok(w)
@@ -288,6 +297,11 @@ impl<L: SimLog> World<L> {
         self.events.insert(self.seq, ev);
     }
 
+    /// The node's own monotonic clock (drifts when `clock_drift` is on).
+    fn local_time(&self, i: usize) -> u64 {
+        self.now * self.slots[i].clock_rate_permille / 1000
+    }
+
     fn start(&mut self, i: usize) -> Result<(), Violation> {
         let cfg = self.config(i);
         let log = match self.slots[i].down_log.take() {
@@ -298,7 +312,8 @@ impl<L: SimLog> World<L> {
         s.disk_full_until = 0;
         let hint = s.last_committed.min(log.end_index());
         s.inc += 1;
-        match Node::new(cfg, s.hard.clone(), log, hint, self.now) {
+        let local = self.now * s.clock_rate_permille / 1000;
+        match Node::new(cfg, s.hard.clone(), log, hint, local) {
             Ok(n) => s.node = Some(n),
             Err(e) => panic!("sim config rejected: {e}"),
         }
@@ -366,7 +381,7 @@ impl<L: SimLog> World<L> {
 
     /// Run one node interaction, then execute its actions and check invariants.
     fn step(&mut self, i: usize, f: impl FnOnce(&mut Node<L>, u64)) -> Result<(), Violation> {
-        let now = self.now;
+        let now = self.local_time(i);
         let Some(node) = self.slots[i].node.as_mut() else {
             return Ok(());
         };
