@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::BrokerConfig;
 use crate::context::BrokerContext;
-use crate::controller::{BrokerController, NoRoleServices, RoleServices};
+use crate::controller::{BrokerController, RoleServices};
 use crate::error::BrokerError;
 use crate::namesrv_client::{resolve_namesrv_addrs, NamesrvClient};
 use crate::processor::{self, client::ClientConnectionListener};
@@ -84,7 +84,7 @@ impl Broker {
             .await
             .map_err(|e| BrokerError::System(format!("ledger start failed: {e}")))?;
         let log: Arc<dyn ReplicatedLog> = Arc::new(LedgerLog::new(ledger));
-        Broker::start_with_log(cfg, log, Arc::new(NoRoleServices)).await
+        Broker::start_with_log(cfg, log, Arc::new(crate::services::BrokerRoleServices::new())).await
     }
 
     /// Starts a broker over any replicated log (tests use `MemLog`).
@@ -95,10 +95,9 @@ impl Broker {
     ) -> Result<Broker, BrokerError> {
         // broker-roles.md §2 step 1: the file's brokerId is ignored in DLedger mode.
         cfg.broker_id = -1;
-        let store_host: SocketAddr = cfg
-            .broker_addr()
-            .parse()
-            .map_err(|_| BrokerError::System(format!("bad brokerIP1:listenPort {}", cfg.broker_addr())))?;
+        let store_host: SocketAddr = cfg.broker_addr().parse().map_err(|_| {
+            BrokerError::System(format!("bad brokerIP1:listenPort {}", cfg.broker_addr()))
+        })?;
         let store = MessageStore::open(&cfg, log, store_host)?;
         let ctx = BrokerContext::open(cfg, store)?;
         let registry = processor::registry(&ctx);

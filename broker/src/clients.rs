@@ -11,8 +11,8 @@ use dashmap::DashMap;
 use remoting::{ConnectionHandle, ConnectionId};
 use serde_json::Value;
 
-use remoting::body::quote_bare_keys;
 use crate::message::tag::java_string_hash;
+use remoting::body::quote_bare_keys;
 
 /// Consume type of a consumer group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +46,11 @@ impl Subscription {
         let expr = expr.trim();
         let mut s = Subscription {
             topic: topic.to_owned(),
-            sub_string: if expr.is_empty() { "*".into() } else { expr.to_owned() },
+            sub_string: if expr.is_empty() {
+                "*".into()
+            } else {
+                expr.to_owned()
+            },
             tags: Vec::new(),
             codes: HashSet::new(),
             sub_version,
@@ -140,7 +144,12 @@ fn enum_of<T: Copy>(v: Option<&Value>, names: &[(&str, T)], default: T) -> T {
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(s.trim()))
             .map(|(_, t)| *t)
-            .or_else(|| s.trim().parse::<usize>().ok().and_then(|i| names.get(i).map(|(_, t)| *t)))
+            .or_else(|| {
+                s.trim()
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|i| names.get(i).map(|(_, t)| *t))
+            })
             .unwrap_or(default),
         Some(v) => as_i64(v)
             .and_then(|i| usize::try_from(i).ok())
@@ -183,8 +192,8 @@ pub fn parse_heartbeat(body: &[u8]) -> Result<HeartbeatData, HeartbeatError> {
     if !v.is_object() {
         return Err(HeartbeatError("not a JSON object".into()));
     }
-    let client_id = as_str(v.get("clientID"))
-        .ok_or_else(|| HeartbeatError("clientID missing".into()))?;
+    let client_id =
+        as_str(v.get("clientID")).ok_or_else(|| HeartbeatError("clientID missing".into()))?;
     let producer_groups = match v.get("producerDataSet") {
         Some(Value::Array(a)) => a
             .iter()
@@ -269,7 +278,13 @@ impl ClientRegistry {
     }
 
     /// Registers a producer.
-    pub fn register_producer(&self, group: &str, client_id: &str, conn: &ConnectionHandle, now_ms: i64) {
+    pub fn register_producer(
+        &self,
+        group: &str,
+        client_id: &str,
+        conn: &ConnectionHandle,
+        now_ms: i64,
+    ) {
         self.producers.entry(group.to_owned()).or_default().insert(
             client_id.to_owned(),
             ClientChannel {
@@ -299,10 +314,9 @@ impl ClientRegistry {
         g.consume_type = data.consume_type;
         g.message_model = data.message_model;
         for s in &data.subscriptions {
-            let replace = g
-                .subscriptions
-                .get(&s.topic)
-                .is_none_or(|old| old.sub_version <= s.sub_version || old.sub_string != s.sub_string);
+            let replace = g.subscriptions.get(&s.topic).is_none_or(|old| {
+                old.sub_version <= s.sub_version || old.sub_string != s.sub_string
+            });
             if replace {
                 g.subscriptions.insert(s.topic.clone(), s.clone());
             }
@@ -324,6 +338,16 @@ impl ClientRegistry {
             }
         };
         changed
+    }
+
+    /// Open connections of a producer group's members (transaction checks are sent on them).
+    pub fn producer_connections(&self, group: &str) -> Vec<ConnectionHandle> {
+        self.producers.get(group).map_or_else(Vec::new, |g| {
+            g.values()
+                .filter(|c| !c.conn.is_closed())
+                .map(|c| c.conn.clone())
+                .collect()
+        })
     }
 
     /// Removes a producer.
@@ -410,7 +434,8 @@ impl ClientRegistry {
         let mut changed = Vec::new();
         for mut g in self.consumers.iter_mut() {
             let before = g.clients.len();
-            g.clients.retain(|_, c| now_ms - c.last_update_ms < expire_ms);
+            g.clients
+                .retain(|_, c| now_ms - c.last_update_ms < expire_ms);
             if g.clients.len() != before {
                 changed.push(g.key().clone());
             }
@@ -426,7 +451,9 @@ impl ClientRegistry {
 }
 
 /// A message queue as clients name it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct MessageQueue {
     pub broker_name: String,
@@ -527,8 +554,13 @@ mod tests {
             let _ = parse_heartbeat(body);
         }
         assert!(parse_heartbeat(b"{").is_err());
-        let h = parse_heartbeat(b"{clientID:\"c\",consumerDataSet:[{groupName:\"g\"}]}").unwrap();
+        // Missing members are defaulted, unknown ones ignored.
+        let h = parse_heartbeat(
+            b"{\"clientID\":\"c\",\"x\":{1:2},\"consumerDataSet\":[{\"groupName\":\"g\"}]}",
+        )
+        .unwrap();
         assert_eq!(h.consumers[0].group_name, "g");
+        assert_eq!(h.consumers[0].consume_type, ConsumeType::Passively);
     }
 
     #[test]
@@ -539,10 +571,20 @@ mod tests {
             queue_id: 0,
             topic: "t".into(),
         };
-        assert_eq!(l.lock("g", "c1", &[mq.clone()], 0, 60_000).len(), 1);
-        assert!(l.lock("g", "c2", &[mq.clone()], 1_000, 60_000).is_empty());
-        assert_eq!(l.lock("g", "c2", &[mq.clone()], 61_001, 60_000).len(), 1);
-        l.unlock("g", "c2", &[mq.clone()]);
+        assert_eq!(
+            l.lock("g", "c1", std::slice::from_ref(&mq), 0, 60_000)
+                .len(),
+            1
+        );
+        assert!(l
+            .lock("g", "c2", std::slice::from_ref(&mq), 1_000, 60_000)
+            .is_empty());
+        assert_eq!(
+            l.lock("g", "c2", std::slice::from_ref(&mq), 61_001, 60_000)
+                .len(),
+            1
+        );
+        l.unlock("g", "c2", std::slice::from_ref(&mq));
         assert_eq!(l.lock("g", "c1", &[mq], 61_002, 60_000).len(), 1);
     }
 }

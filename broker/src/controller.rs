@@ -107,7 +107,12 @@ impl BrokerController {
                     waited_ms,
                     marks,
                 } => {
-                    tracing::warn!(term, waited_ms, ?marks, "new leader still catching up before serving writes");
+                    tracing::warn!(
+                        term,
+                        waited_ms,
+                        ?marks,
+                        "new leader still catching up before serving writes"
+                    );
                 }
             }
         }

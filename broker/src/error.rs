@@ -129,14 +129,21 @@ mod tests {
             ResponseCode::SYSTEM_BUSY
         );
         assert_eq!(
-            code(BrokerError::AppendRefused(AppendRefusal::Busy("full".into()))),
+            code(BrokerError::AppendRefused(AppendRefusal::Busy(
+                "full".into()
+            ))),
             ResponseCode::SYSTEM_BUSY
         );
         assert_eq!(
-            code(BrokerError::AppendIndeterminate("in-sync replicas not enough".into())),
+            code(BrokerError::AppendIndeterminate(
+                "in-sync replicas not enough".into()
+            )),
             ResponseCode::SYSTEM_ERROR
         );
-        assert_eq!(code(BrokerError::MessageIllegal("x".into())), ResponseCode::MESSAGE_ILLEGAL);
+        assert_eq!(
+            code(BrokerError::MessageIllegal("x".into())),
+            ResponseCode::MESSAGE_ILLEGAL
+        );
         assert_eq!(
             to_response(&BrokerError::AppendRefused(AppendRefusal::NotLeader)).1,
             BUSY_REMARK

@@ -101,11 +101,18 @@ impl NamesrvClient {
                         }
                     }
                 }
-                Ok(resp) => tracing::warn!(%addr, code = resp.code(), remark = ?resp.remark(), "name server refused registration"),
+                Ok(resp) => {
+                    tracing::warn!(%addr, code = resp.code(), remark = ?resp.remark(), "name server refused registration")
+                }
                 Err(e) => tracing::warn!(%addr, error = %e, "registration failed"),
             }
         }
-        tracing::debug!(ok, total = self.addrs.len(), broker_id = self.ctx.role.broker_id(), "registered with name servers");
+        tracing::debug!(
+            ok,
+            total = self.addrs.len(),
+            broker_id = self.ctx.role.broker_id(),
+            "registered with name servers"
+        );
         ok
     }
 

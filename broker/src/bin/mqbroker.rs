@@ -28,7 +28,9 @@ fn parse_args() -> anyhow::Result<Args> {
                 println!("usage: mqbroker -c FILE [-n NAMESRV_ADDR]");
                 std::process::exit(0);
             }
-            other => anyhow::bail!("unknown argument {other:?} (usage: mqbroker -c FILE [-n NAMESRV_ADDR])"),
+            other => anyhow::bail!(
+                "unknown argument {other:?} (usage: mqbroker -c FILE [-n NAMESRV_ADDR])"
+            ),
         }
     }
     Ok(a)
@@ -66,7 +68,9 @@ fn main() -> anyhow::Result<()> {
         .init();
     let args = parse_args()?;
     let mut cfg = match &args.config {
-        Some(p) => BrokerConfig::from_file(p).with_context(|| format!("reading {}", p.display()))?,
+        Some(p) => {
+            BrokerConfig::from_file(p).with_context(|| format!("reading {}", p.display()))?
+        }
         None => BrokerConfig::default(),
     };
     if let Some(n) = args.namesrv {
@@ -80,7 +84,9 @@ fn main() -> anyhow::Result<()> {
         cfg.enable_dleger_commit_log,
         "only DLedger mode is supported: set enableDLegerCommitLog=true"
     );
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).max(2);
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .max(2);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .enable_all()

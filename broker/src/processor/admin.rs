@@ -89,15 +89,24 @@ pub async fn get_broker_runtime_info(
 ) -> Result<RemotingCommand, BrokerError> {
     let st = &ctx.store;
     let marks = st.water_marks();
-    let put = st.stats.put_messages.load(std::sync::atomic::Ordering::Relaxed);
-    let got = st.stats.got_messages.load(std::sync::atomic::Ordering::Relaxed);
+    let put = st
+        .stats
+        .put_messages
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let got = st
+        .stats
+        .got_messages
+        .load(std::sync::atomic::Ordering::Relaxed);
     let mut t = BTreeMap::new();
     let mut put_kv = |k: &str, v: String| {
         t.insert(k.to_owned(), v);
     };
     put_kv("brokerVersionDesc", "V4_9_4".into());
     put_kv("brokerVersion", remoting::code::version::V4_9_4.to_string());
-    put_kv("brokerActive", (ctx.role.role() == ServingRole::Master).to_string());
+    put_kv(
+        "brokerActive",
+        (ctx.role.role() == ServingRole::Master).to_string(),
+    );
     put_kv("brokerId", ctx.role.broker_id().to_string());
     put_kv("msgPutTotalTodayNow", put.to_string());
     put_kv("msgGetTotalTodayNow", got.to_string());
@@ -121,7 +130,10 @@ pub async fn get_broker_runtime_info(
     put_kv("timerDequeueTps", "0.0".into());
     put_kv("commitLogMaxOffset", st.commit_log_max_offset().to_string());
     put_kv("commitLogMinOffset", st.commit_log_min_offset().to_string());
-    put_kv("dispatchBehindBytes", st.dispatch_behind_bytes().to_string());
+    put_kv(
+        "dispatchBehindBytes",
+        st.dispatch_behind_bytes().to_string(),
+    );
     put_kv("bootTimestamp", st.boot_ms.to_string());
     put_kv("runtime", format!("[ {} ms ]", now_ms() - st.boot_ms));
     put_kv("putMessageTimesTotal", put.to_string());
@@ -150,7 +162,10 @@ pub async fn get_broker_config(
         format!("autoCreateTopicEnable={}", c.auto_create_topic_enable),
         format!("defaultTopicQueueNums={}", c.default_topic_queue_nums),
         format!("maxMessageSize={}", c.max_message_size),
-        format!("registerNameServerPeriod={}", c.register_name_server_period_ms),
+        format!(
+            "registerNameServerPeriod={}",
+            c.register_name_server_period_ms
+        ),
     ];
     if let Some(n) = &c.namesrv_addr {
         lines.push(format!("namesrvAddr={n}"));
@@ -162,7 +177,8 @@ pub async fn get_broker_config(
         lines.push(format!("dLegerSelfId={s}"));
     }
     let text = lines.join("\n") + "\n";
-    let dv = serde_json::json!({"counter": 1, "stateVersion": 0, "timestamp": ctx.store.boot_ms}).to_string();
+    let dv = serde_json::json!({"counter": 1, "stateVersion": 0, "timestamp": ctx.store.boot_ms})
+        .to_string();
     Ok(RemotingCommand::success()
         .with_body(text)
         .with_ext_field("version", dv))

@@ -15,10 +15,10 @@ use remoting::{ConnectionHandle, ConnectionListener, RemotingCommand, RequestCod
 use serde::Deserialize;
 use serde_json::Value;
 
-use remoting::body::quote_bare_keys;
 use crate::clients::{parse_heartbeat, MessageQueue};
 use crate::context::{now_ms, BrokerContext};
 use crate::error::BrokerError;
+use remoting::body::quote_bare_keys;
 
 /// Lock lifetime without renewal (Java `rebalance.lockMaxLiveTime`).
 const LOCK_EXPIRE_MS: i64 = 60_000;
@@ -150,9 +150,13 @@ pub async fn lock_batch(
     req: RemotingCommand,
 ) -> Result<RemotingCommand, BrokerError> {
     let (b, mqs) = parse_lock_body(req.body())?;
-    let ok = ctx
-        .queue_locks
-        .lock(&b.consumer_group, &b.client_id, &mqs, now_ms(), LOCK_EXPIRE_MS);
+    let ok = ctx.queue_locks.lock(
+        &b.consumer_group,
+        &b.client_id,
+        &mqs,
+        now_ms(),
+        LOCK_EXPIRE_MS,
+    );
     let body = serde_json::json!({ "lockOKMQSet": ok }).to_string();
     Ok(RemotingCommand::success().with_body(body))
 }
@@ -164,7 +168,8 @@ pub async fn unlock_batch(
     req: RemotingCommand,
 ) -> Result<RemotingCommand, BrokerError> {
     let (b, mqs) = parse_lock_body(req.body())?;
-    ctx.queue_locks.unlock(&b.consumer_group, &b.client_id, &mqs);
+    ctx.queue_locks
+        .unlock(&b.consumer_group, &b.client_id, &mqs);
     Ok(RemotingCommand::success())
 }
 

@@ -49,13 +49,38 @@ pub fn registry(ctx: &Arc<BrokerContext>) -> ProcessorRegistry {
     register(&mut r, RequestCode::SEND_MESSAGE, ctx, send::send);
     register(&mut r, RequestCode::SEND_MESSAGE_V2, ctx, send::send);
     register(&mut r, RequestCode::SEND_BATCH_MESSAGE, ctx, send::send);
-    register(&mut r, RequestCode::CONSUMER_SEND_MSG_BACK, ctx, send::consumer_send_back);
+    register(
+        &mut r,
+        RequestCode::CONSUMER_SEND_MSG_BACK,
+        ctx,
+        send::consumer_send_back,
+    );
     register(&mut r, RequestCode::PULL_MESSAGE, ctx, pull::pull);
     register(&mut r, RequestCode::LITE_PULL_MESSAGE, ctx, pull::pull);
-    register(&mut r, RequestCode::QUERY_CONSUMER_OFFSET, ctx, offset::query_consumer_offset);
-    register(&mut r, RequestCode::UPDATE_CONSUMER_OFFSET, ctx, offset::update_consumer_offset);
-    register(&mut r, RequestCode::GET_MAX_OFFSET, ctx, offset::get_max_offset);
-    register(&mut r, RequestCode::GET_MIN_OFFSET, ctx, offset::get_min_offset);
+    register(
+        &mut r,
+        RequestCode::QUERY_CONSUMER_OFFSET,
+        ctx,
+        offset::query_consumer_offset,
+    );
+    register(
+        &mut r,
+        RequestCode::UPDATE_CONSUMER_OFFSET,
+        ctx,
+        offset::update_consumer_offset,
+    );
+    register(
+        &mut r,
+        RequestCode::GET_MAX_OFFSET,
+        ctx,
+        offset::get_max_offset,
+    );
+    register(
+        &mut r,
+        RequestCode::GET_MIN_OFFSET,
+        ctx,
+        offset::get_min_offset,
+    );
     register(
         &mut r,
         RequestCode::GET_EARLIEST_MSG_STORETIME,
@@ -68,25 +93,80 @@ pub fn registry(ctx: &Arc<BrokerContext>) -> ProcessorRegistry {
         ctx,
         offset::search_offset_by_timestamp,
     );
-    register(&mut r, RequestCode::VIEW_MESSAGE_BY_ID, ctx, query::view_message_by_id);
-    register(&mut r, RequestCode::QUERY_MESSAGE, ctx, query::query_message);
+    register(
+        &mut r,
+        RequestCode::VIEW_MESSAGE_BY_ID,
+        ctx,
+        query::view_message_by_id,
+    );
+    register(
+        &mut r,
+        RequestCode::QUERY_MESSAGE,
+        ctx,
+        query::query_message,
+    );
     register(&mut r, RequestCode::HEART_BEAT, ctx, client::heartbeat);
-    register(&mut r, RequestCode::UNREGISTER_CLIENT, ctx, client::unregister_client);
-    register(&mut r, RequestCode::GET_CONSUMER_LIST_BY_GROUP, ctx, client::get_consumer_list);
+    register(
+        &mut r,
+        RequestCode::UNREGISTER_CLIENT,
+        ctx,
+        client::unregister_client,
+    );
+    register(
+        &mut r,
+        RequestCode::GET_CONSUMER_LIST_BY_GROUP,
+        ctx,
+        client::get_consumer_list,
+    );
     register(&mut r, RequestCode::LOCK_BATCH_MQ, ctx, client::lock_batch);
-    register(&mut r, RequestCode::UNLOCK_BATCH_MQ, ctx, client::unlock_batch);
-    register(&mut r, RequestCode::UPDATE_AND_CREATE_TOPIC, ctx, admin::update_and_create_topic);
-    register(&mut r, RequestCode::GET_ALL_TOPIC_CONFIG, ctx, admin::get_all_topic_config);
-    register(&mut r, RequestCode::GET_ALL_CONSUMER_OFFSET, ctx, admin::get_all_consumer_offset);
-    register(&mut r, RequestCode::GET_ALL_DELAY_OFFSET, ctx, admin::get_all_delay_offset);
+    register(
+        &mut r,
+        RequestCode::UNLOCK_BATCH_MQ,
+        ctx,
+        client::unlock_batch,
+    );
+    register(
+        &mut r,
+        RequestCode::UPDATE_AND_CREATE_TOPIC,
+        ctx,
+        admin::update_and_create_topic,
+    );
+    register(
+        &mut r,
+        RequestCode::GET_ALL_TOPIC_CONFIG,
+        ctx,
+        admin::get_all_topic_config,
+    );
+    register(
+        &mut r,
+        RequestCode::GET_ALL_CONSUMER_OFFSET,
+        ctx,
+        admin::get_all_consumer_offset,
+    );
+    register(
+        &mut r,
+        RequestCode::GET_ALL_DELAY_OFFSET,
+        ctx,
+        admin::get_all_delay_offset,
+    );
     register(
         &mut r,
         RequestCode::GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
         ctx,
         admin::get_all_subscription_group,
     );
-    register(&mut r, RequestCode::GET_BROKER_RUNTIME_INFO, ctx, admin::get_broker_runtime_info);
-    register(&mut r, RequestCode::GET_BROKER_CONFIG, ctx, admin::get_broker_config);
+    register(
+        &mut r,
+        RequestCode::GET_BROKER_RUNTIME_INFO,
+        ctx,
+        admin::get_broker_runtime_info,
+    );
+    register(
+        &mut r,
+        RequestCode::GET_BROKER_CONFIG,
+        ctx,
+        admin::get_broker_config,
+    );
     transaction::register(&mut r, ctx);
     r
 }

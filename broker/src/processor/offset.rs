@@ -7,8 +7,8 @@ use std::sync::Arc;
 use remoting::headers::{
     GetEarliestMsgStoretimeRequestHeader, GetEarliestMsgStoretimeResponseHeader,
     GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, OffsetResponseHeader,
-    QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader,
-    SearchOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
+    QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader, SearchOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
 };
 use remoting::{ConnectionHandle, RemotingCommand, ResponseCode};
 
@@ -23,13 +23,18 @@ pub async fn query_consumer_offset(
     req: RemotingCommand,
 ) -> Result<RemotingCommand, BrokerError> {
     let h: QueryConsumerOffsetRequestHeader = req.decode_header()?;
-    if let Some(o) = ctx.offsets.query_offset(&h.consumer_group, &h.topic, h.queue_id) {
-        return Ok(RemotingCommand::success().with_header(&QueryConsumerOffsetResponseHeader { offset: o }));
+    if let Some(o) = ctx
+        .offsets
+        .query_offset(&h.consumer_group, &h.topic, h.queue_id)
+    {
+        return Ok(RemotingCommand::success()
+            .with_header(&QueryConsumerOffsetResponseHeader { offset: o }));
     }
     let min = ctx.store.min_offset(&h.topic, h.queue_id);
     let has_data = ctx.store.max_offset(&h.topic, h.queue_id) > 0;
     if h.set_zero_if_not_found != Some(false) && min <= 0 && has_data {
-        return Ok(RemotingCommand::success().with_header(&QueryConsumerOffsetResponseHeader { offset: 0 }));
+        return Ok(RemotingCommand::success()
+            .with_header(&QueryConsumerOffsetResponseHeader { offset: 0 }));
     }
     Ok(RemotingCommand::response(
         ResponseCode::QUERY_NOT_FOUND,
@@ -79,7 +84,10 @@ pub async fn get_earliest_msg_storetime(
 ) -> Result<RemotingCommand, BrokerError> {
     let h: GetEarliestMsgStoretimeRequestHeader = req.decode_header()?;
     let timestamp = ctx.store.earliest_store_time(&h.topic, h.queue_id);
-    Ok(RemotingCommand::success().with_header(&GetEarliestMsgStoretimeResponseHeader { timestamp }))
+    Ok(
+        RemotingCommand::success()
+            .with_header(&GetEarliestMsgStoretimeResponseHeader { timestamp }),
+    )
 }
 
 /// SEARCH_OFFSET_BY_TIMESTAMP.
@@ -93,6 +101,8 @@ pub async fn search_offset_by_timestamp(
         .boundary_type
         .as_deref()
         .is_some_and(|b| b.eq_ignore_ascii_case("UPPER"));
-    let offset = ctx.store.offset_by_time(&h.topic, h.queue_id, h.timestamp, upper);
+    let offset = ctx
+        .store
+        .offset_by_time(&h.topic, h.queue_id, h.timestamp, upper);
     Ok(RemotingCommand::success().with_header(&OffsetResponseHeader { offset }))
 }

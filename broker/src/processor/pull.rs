@@ -83,7 +83,9 @@ pub async fn pull(
 ) -> Result<RemotingCommand, BrokerError> {
     let h: PullMessageRequestHeader = req.decode_header()?;
     let Some(group) = ctx.subscriptions.find_or_create(&h.consumer_group)? else {
-        return Err(BrokerError::SubscriptionGroupNotExist(h.consumer_group.clone()));
+        return Err(BrokerError::SubscriptionGroupNotExist(
+            h.consumer_group.clone(),
+        ));
     };
     if !group.consume_enable {
         return Err(BrokerError::NoPermission(format!(
@@ -103,7 +105,9 @@ pub async fn pull(
             h.topic
         )));
     }
-    if h.queue_id < 0 || h.queue_id as i64 >= topic.read_queue_nums.max(topic.write_queue_nums) as i64 {
+    if h.queue_id < 0
+        || h.queue_id as i64 >= topic.read_queue_nums.max(topic.write_queue_nums) as i64
+    {
         return Err(BrokerError::System(format!(
             "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}] consumer:[{}]",
             h.queue_id,
@@ -129,8 +133,10 @@ pub async fn pull(
     };
 
     let mut r = lookup(&ctx, &h, &sub);
-    let holdable = matches!(r.status, GetStatus::OffsetOverflowOne | GetStatus::OffsetFoundNull)
-        || (r.status == GetStatus::NoMessageInQueue && h.queue_offset == 0)
+    let holdable = matches!(
+        r.status,
+        GetStatus::OffsetOverflowOne | GetStatus::OffsetFoundNull
+    ) || (r.status == GetStatus::NoMessageInQueue && h.queue_offset == 0)
         || (r.status == GetStatus::NoMatchedLogicQueue && h.queue_offset == 0);
     if holdable && h.sys_flag & PULL_FLAG_SUSPEND != 0 {
         let hold_ms = if ctx.config.long_polling_enable {

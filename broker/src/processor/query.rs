@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use remoting::headers::{QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader};
+use remoting::headers::{
+    QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader,
+};
 use remoting::{ConnectionHandle, RemotingCommand, ResponseCode};
 
 use crate::context::BrokerContext;
@@ -52,5 +54,7 @@ pub async fn query_message(
     for r in records {
         body.extend_from_slice(&r);
     }
-    Ok(RemotingCommand::success().with_header(&header).with_body(body.freeze()))
+    Ok(RemotingCommand::success()
+        .with_header(&header)
+        .with_body(body.freeze()))
 }

@@ -48,7 +48,8 @@ fn topic_for_send(
     let cfg = match ctx.topics.get(&h.topic) {
         Some(c) => c,
         None => {
-            let created = if let Some(group) = h.topic.strip_prefix(names::RETRY_GROUP_TOPIC_PREFIX) {
+            let created = if let Some(group) = h.topic.strip_prefix(names::RETRY_GROUP_TOPIC_PREFIX)
+            {
                 let q = ctx
                     .subscriptions
                     .find_or_create(group)?
@@ -122,7 +123,9 @@ fn rewrite(
     // Retry topic whose message exhausted its retries goes to the DLQ.
     if let Some(group) = h.topic.strip_prefix(names::RETRY_GROUP_TOPIC_PREFIX) {
         let max = h.max_reconsume_times.unwrap_or_else(|| {
-            ctx.subscriptions.get(group).map_or(16, |g| g.retry_max_times)
+            ctx.subscriptions
+                .get(group)
+                .map_or(16, |g| g.retry_max_times)
         });
         if h.reconsume_times.unwrap_or(0) > max {
             let dlq = ctx.topics.create_dlq_topic(group)?;
@@ -131,7 +134,9 @@ fn rewrite(
         }
     }
     let tx_type = sysflag::transaction_type(t.sys_flag);
-    if props.get(keys::TRANSACTION_PREPARED).is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    if props
+        .get(keys::TRANSACTION_PREPARED)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
         && !h.topic.starts_with(names::RETRY_GROUP_TOPIC_PREFIX)
     {
         props.insert(keys::REAL_TOPIC, t.topic.clone());
@@ -143,7 +148,9 @@ fn rewrite(
             .create_if_absent(names::TRANS_HALF_TOPIC, 1, perm::READ | perm::WRITE)?;
         return Ok(t);
     }
-    if tx_type == sysflag::TRANSACTION_PREPARED_TYPE || tx_type == sysflag::TRANSACTION_ROLLBACK_TYPE {
+    if tx_type == sysflag::TRANSACTION_PREPARED_TYPE
+        || tx_type == sysflag::TRANSACTION_ROLLBACK_TYPE
+    {
         t.take_offset = false;
     }
     let level = props
@@ -164,7 +171,13 @@ fn rewrite(
     Ok(t)
 }
 
-fn success_response(ctx: &BrokerContext, msg_id: String, queue_id: i32, r: &PutResult, uniq: Option<&str>) -> RemotingCommand {
+fn success_response(
+    ctx: &BrokerContext,
+    msg_id: String,
+    queue_id: i32,
+    r: &PutResult,
+    uniq: Option<&str>,
+) -> RemotingCommand {
     let mut resp = RemotingCommand::success()
         .with_ext_field("msgId", msg_id)
         .with_ext_field("queueId", queue_id.to_string())
@@ -209,10 +222,14 @@ pub async fn send(
 
     if h.is_batch() {
         if h.topic.starts_with(names::RETRY_GROUP_TOPIC_PREFIX) {
-            return Err(BrokerError::MessageIllegal("batch message is not supported for retry topic".into()));
+            return Err(BrokerError::MessageIllegal(
+                "batch message is not supported for retry topic".into(),
+            ));
         }
         if sysflag::transaction_type(h.sys_flag) == sysflag::TRANSACTION_PREPARED_TYPE {
-            return Err(BrokerError::MessageIllegal("batch transactional message is not supported".into()));
+            return Err(BrokerError::MessageIllegal(
+                "batch transactional message is not supported".into(),
+            ));
         }
         let mut records = Vec::new();
         let mut uniqs = Vec::new();
@@ -220,17 +237,37 @@ pub async fn send(
         for el in decode_batch(body, limits.max_body_bytes) {
             let el = el.map_err(|e| BrokerError::MessageIllegal(format!("bad batch body: {e}")))?;
             let mut props = MessageProperties::parse(&el.properties)?;
-            if props.get(keys::DELAY_TIME_LEVEL).and_then(|v| v.trim().parse::<i32>().ok()).unwrap_or(0) > 0 {
-                return Err(BrokerError::MessageIllegal("batch message with delay level is not supported".into()));
+            if props
+                .get(keys::DELAY_TIME_LEVEL)
+                .and_then(|v| v.trim().parse::<i32>().ok())
+                .unwrap_or(0)
+                > 0
+            {
+                return Err(BrokerError::MessageIllegal(
+                    "batch message with delay level is not supported".into(),
+                ));
             }
-            if props.get(keys::TRANSACTION_PREPARED).is_some_and(|v| v.eq_ignore_ascii_case("true")) {
-                return Err(BrokerError::MessageIllegal("batch transactional message is not supported".into()));
+            if props
+                .get(keys::TRANSACTION_PREPARED)
+                .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+            {
+                return Err(BrokerError::MessageIllegal(
+                    "batch transactional message is not supported".into(),
+                ));
             }
             if props.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).is_none() {
-                props.insert(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ctx.uniq_keys.next_id(now));
+                props.insert(
+                    keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+                    ctx.uniq_keys.next_id(now),
+                );
             }
             props.insert(keys::CLUSTER, ctx.config.broker_cluster_name.clone());
-            uniqs.push(props.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).unwrap_or_default().to_owned());
+            uniqs.push(
+                props
+                    .get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                    .unwrap_or_default()
+                    .to_owned(),
+            );
             let encoded = props.encode()?;
             let fields = RecordFields {
                 queue_id,
@@ -254,24 +291,38 @@ pub async fn send(
         if records.is_empty() {
             return Err(BrokerError::MessageIllegal("empty batch".into()));
         }
-        let r = ctx.store.put_records(&h.topic, queue_id, records, true).await?;
+        let r = ctx
+            .store
+            .put_records(&h.topic, queue_id, records, true)
+            .await?;
         let ids: Vec<String> = r
             .positions
             .iter()
             .map(|p| offset_msg_id(store_host, p.physical_offset()))
             .collect();
         let uniq = uniqs.join(",");
-        return Ok(success_response(&ctx, ids.join(","), queue_id, &r, Some(&uniq)));
+        return Ok(success_response(
+            &ctx,
+            ids.join(","),
+            queue_id,
+            &r,
+            Some(&uniq),
+        ));
     }
 
     let props_text = h.properties.clone().unwrap_or_default();
     let mut props = MessageProperties::parse(props_text.as_bytes())?;
     let t = rewrite(&ctx, &h, queue_id, &mut props)?;
     if props.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).is_none() {
-        props.insert(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ctx.uniq_keys.next_id(now));
+        props.insert(
+            keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+            ctx.uniq_keys.next_id(now),
+        );
     }
     props.insert(keys::CLUSTER, ctx.config.broker_cluster_name.clone());
-    let uniq = props.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).map(str::to_owned);
+    let uniq = props
+        .get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        .map(str::to_owned);
     let encoded = props.encode()?;
     let fields = RecordFields {
         queue_id: t.queue_id,
@@ -391,7 +442,12 @@ pub async fn consumer_send_back(
         properties: &encoded,
     };
     let mut buf = BytesMut::new();
-    encode_record(&fields, &ctx.config.message_limits(), MagicPolicy::Auto, &mut buf)?;
+    encode_record(
+        &fields,
+        &ctx.config.message_limits(),
+        MagicPolicy::Auto,
+        &mut buf,
+    )?;
     ctx.store
         .put_records(&store_topic, store_queue, vec![buf], true)
         .await?;

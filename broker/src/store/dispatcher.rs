@@ -54,20 +54,29 @@ impl Dispatcher {
             // Units beyond the committed data of this member cannot be trusted yet: drop them;
             // they come back when the entries are committed again.
             let committed = *log.committed().borrow();
-            let resume_pos = max_end - DLEDGER_ENTRY_HEADER_LEN;
+            // A unit's physical end (record phys + size) is the end position of its entry.
+            let resume_pos = max_end;
             if committed.index >= 0 && committed.end_pos < resume_pos {
-                tracing::warn!(resume_pos, committed_end = committed.end_pos, "consume queues ahead of the committed log; trimming");
+                tracing::warn!(
+                    resume_pos,
+                    committed_end = committed.end_pos,
+                    "consume queues ahead of the committed log; trimming"
+                );
                 cqs.truncate_physical(committed.end_pos + DLEDGER_ENTRY_HEADER_LEN)?;
             }
             let (_, trimmed_end) = cqs.physical_end_bounds();
-            let resume = (trimmed_end - DLEDGER_ENTRY_HEADER_LEN).max(0);
+            let resume = trimmed_end.max(0);
             next_index = first_index_at_or_after(log.as_ref(), resume);
             mark = DispatchMark {
                 index: next_index - 1,
                 end_pos: resume,
             };
         }
-        tracing::info!(next_index, resume_pos = mark.end_pos, "dispatcher recovered");
+        tracing::info!(
+            next_index,
+            resume_pos = mark.end_pos,
+            "dispatcher recovered"
+        );
         let (tx, rx) = watch::channel(mark);
         Ok((
             Dispatcher {
@@ -106,7 +115,10 @@ impl Dispatcher {
                         }
                     }
                     Ok(None) => {
-                        tracing::warn!(index = self.next_index, "committed entry not readable; retrying");
+                        tracing::warn!(
+                            index = self.next_index,
+                            "committed entry not readable; retrying"
+                        );
                         break;
                     }
                     Err(e) => {

@@ -62,10 +62,16 @@ mod tests {
             let stop = stop.clone();
             async move {
                 let r = rx.clone();
-                hold_until(rx, Duration::from_secs(30), &stop, move || r.borrow().index >= 3).await
+                hold_until(rx, Duration::from_secs(30), &stop, move || {
+                    r.borrow().index >= 3
+                })
+                .await
             }
         });
-        tx.send_replace(DispatchMark { index: 3, end_pos: 10 });
+        tx.send_replace(DispatchMark {
+            index: 3,
+            end_pos: 10,
+        });
         assert_eq!(h.await.unwrap(), Wake::Ready);
         stop.cancel();
         assert_eq!(

@@ -79,7 +79,8 @@ impl MemLog {
         let end_pos = g.end_pos;
         g.list.push((pos, body));
         drop(g);
-        self.committed_tx.send_replace(CommitMark { index, end_pos });
+        self.committed_tx
+            .send_replace(CommitMark { index, end_pos });
         Ok(LogPosition { index, pos })
     }
 }

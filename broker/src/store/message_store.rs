@@ -225,7 +225,9 @@ impl MessageStore {
             Arc::clone(&self.inflight).acquire_many_owned(permits),
         )
         .await
-        .map_err(|_| BrokerError::AppendRefused(AppendRefusal::Busy("too many proposals in flight".into())))?
+        .map_err(|_| {
+            BrokerError::AppendRefused(AppendRefusal::Busy("too many proposals in flight".into()))
+        })?
         .map_err(|_| BrokerError::ServiceNotAvailable("store shut down".into()))?;
 
         let mut pending = Vec::with_capacity(n);
@@ -298,15 +300,15 @@ impl MessageStore {
             }
         }
         if let Some(e) = first_err {
-            return Err(if positions.is_empty() && !e.is_indeterminate() {
-                propose_error(e)
-            } else if positions.is_empty() {
+            return Err(if positions.is_empty() {
                 propose_error(e)
             } else {
                 BrokerError::AppendIndeterminate(format!("batch partially committed: {e:?}"))
             });
         }
-        self.stats.put_messages.fetch_add(n as u64, Ordering::Relaxed);
+        self.stats
+            .put_messages
+            .fetch_add(n as u64, Ordering::Relaxed);
         Ok(PutResult {
             first_queue_offset,
             positions,
@@ -330,7 +332,9 @@ impl MessageStore {
             let wait = tokio::time::timeout_at(deadline, rx.changed());
             match wait.await {
                 Ok(Ok(())) => {}
-                Ok(Err(_)) => return Err(BrokerError::ServiceNotAvailable("store shut down".into())),
+                Ok(Err(_)) => {
+                    return Err(BrokerError::ServiceNotAvailable("store shut down".into()))
+                }
                 Err(_) => {
                     return Err(BrokerError::AppendRefused(AppendRefusal::Busy(
                         "queue offsets are being resynced".into(),
@@ -402,7 +406,9 @@ impl MessageStore {
         begin_ts: i64,
         end_ts: i64,
     ) -> Result<(Vec<Bytes>, i64, i64), StoreError> {
-        let r = self.index.query(topic, key, max_num.min(64), begin_ts, end_ts)?;
+        let r = self
+            .index
+            .query(topic, key, max_num.min(64), begin_ts, end_ts)?;
         let mut out = Vec::new();
         for phys in r.physical_offsets {
             if let Some(rec) = self.read_message(phys) {
