@@ -25,6 +25,26 @@
 //! - a cached route is served only while no table, KV or switch change happened since it
 //!   was built (generation bumped under the writer's lock);
 //! - no lock is held across an `.await`.
+//!
+//! # Usage: an in-process name server (e.g. in another crate's tests)
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), namesrv::NamesrvError> {
+//! let config = namesrv::NameServerConfig {
+//!     listen_addr: "127.0.0.1:0".parse().expect("literal address"),
+//!     broker_timeout_ms: 2_000, // short liveness timeout for tests
+//!     scan_interval_ms: 100,
+//!     ..Default::default()
+//! };
+//! let handle = namesrv::NameServer::start(config).await?;
+//! let addr = handle.local_addr(); // hand "127.0.0.1:<port>" to brokers and clients
+//! assert_ne!(addr.port(), 0);
+//! assert_eq!(handle.route_table().topic_count(), 0);
+//! handle.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod body;
 pub mod compressed_body;
