@@ -408,7 +408,10 @@ impl Admin {
         let request = RemotingCommand::request_empty(RequestCode(code)).with_body(json);
         let timeout = timeout.unwrap_or(self.client.options().rpc_timeout);
         let r = self.client.invoke(addr, request, timeout).await?;
-        if r.response_code() != ResponseCode(CODE_SUCCESS) {
+        // DLedger answers remoting code 200 (Java); accept SUCCESS (0) too.
+        if r.response_code() != ResponseCode(CODE_SUCCESS)
+            && r.response_code() != ResponseCode::SUCCESS
+        {
             return Err(ClientError::Response {
                 addr,
                 code: r.response_code(),

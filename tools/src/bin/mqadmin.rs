@@ -589,13 +589,31 @@ async fn delete_topic(admin: &Admin, topic: &str, cluster: &str) -> Result<Strin
             }
         }
     }
+    // Every broker is tried and the name servers are cleaned even if a broker refuses, so
+    // that clients stop routing to the topic; any refusal makes the command fail.
+    let mut out = String::new();
+    let mut failed = Vec::new();
     for addr in &addrs {
-        admin.delete_topic_in_broker(*addr, topic).await?;
+        match admin.delete_topic_in_broker(*addr, topic).await {
+            Ok(()) => out.push_str(&format!(
+                "delete topic [{topic}] from broker {addr} success.\n"
+            )),
+            Err(e) => failed.push(format!("broker {addr}: {e}")),
+        }
     }
     admin.delete_topic_in_namesrv(topic, Some(cluster)).await?;
-    Ok(format!(
-        "delete topic [{topic}] from cluster [{cluster}] success.\ndelete topic [{topic}] from NameServer success.\n"
-    ))
+    out.push_str(&format!(
+        "delete topic [{topic}] from NameServer success.\n"
+    ));
+    if !failed.is_empty() {
+        print!("{out}");
+        bail!("delete topic [{topic}] failed on {}", failed.join("; "));
+    }
+    out.insert_str(
+        0,
+        &format!("delete topic [{topic}] from cluster [{cluster}] success.\n"),
+    );
+    Ok(out)
 }
 
 async fn consumer_progress(admin: &Admin, group: &str, only_topic: Option<&str>) -> Result<String> {
