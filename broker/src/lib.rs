@@ -39,4 +39,8 @@ pub mod message;
 pub mod namesrv_client;
 pub mod processor;
 pub mod role;
+pub mod schedule;
+pub mod services;
+pub mod slave_sync;
 pub mod store;
+pub mod transaction;

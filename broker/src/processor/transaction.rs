@@ -1,18 +1,25 @@
-//! Transactions (END_TRANSACTION 37, CHECK_TRANSACTION_STATE 39): not implemented yet.
-//!
-//! Half messages are already stored as Java stores them (`RMQ_SYS_TRANS_HALF_TOPIC` queue 0
-//! with `REAL_TOPIC`/`REAL_QID`, see `send.rs`), but nothing commits or rolls them back and no
-//! check service runs. Code 37 is deliberately left unregistered, so clients get
-//! REQUEST_CODE_NOT_SUPPORTED (" request type 37 not supported") rather than a false success.
-//!
-//! Extension point: implement END_TRANSACTION here and register it in [`register`]; start the
-//! transaction-check service from `controller::RoleServices::on_master`.
+//! END_TRANSACTION (37) registration; the logic lives in [`crate::transaction::end`].
+//! CHECK_TRANSACTION_STATE (39) is sent by the broker ([`crate::transaction::check`]), never
+//! served.
 
 use std::sync::Arc;
 
-use remoting::ProcessorRegistry;
+use remoting::headers::EndTransactionRequestHeader;
+use remoting::{ConnectionHandle, ProcessorRegistry, RemotingCommand, RequestCode};
 
 use crate::context::BrokerContext;
+use crate::error::BrokerError;
 
-/// Registers the transaction processors (none yet: code 37 stays unsupported).
-pub fn register(_registry: &mut ProcessorRegistry, _ctx: &Arc<BrokerContext>) {}
+async fn end_transaction(
+    ctx: Arc<BrokerContext>,
+    _conn: ConnectionHandle,
+    req: RemotingCommand,
+) -> Result<RemotingCommand, BrokerError> {
+    let h: EndTransactionRequestHeader = req.decode_header()?;
+    crate::transaction::end::end_transaction(&ctx, &h).await
+}
+
+/// Registers END_TRANSACTION.
+pub fn register(registry: &mut ProcessorRegistry, ctx: &Arc<BrokerContext>) {
+    super::register(registry, RequestCode::END_TRANSACTION, ctx, end_transaction);
+}
