@@ -387,3 +387,137 @@ async fn server_initiated_request_on_the_client_connection() {
     );
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn connect_failure_backoff_and_reconnect() {
+    // A free port with nothing listening: bind, note the port, drop the listener.
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let config = ClientConfig {
+        reconnect_backoff_min: Duration::from_millis(300),
+        reconnect_backoff_max: Duration::from_millis(300),
+        ..ClientConfig::default()
+    };
+    let client = RemotingClient::new(config);
+    let err = client
+        .invoke(addr, RemotingCommand::request_empty(RequestCode(1)), T)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RemotingError::ConnectFailed { .. }), "{err}");
+    // Within the backoff window the client fails fast without dialing.
+    let err = client
+        .invoke(addr, RemotingCommand::request_empty(RequestCode(1)), T)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("backing off"), "{err}");
+    // A server appears on that port: after the backoff the client connects.
+    let server = RemotingServer::builder(ServerConfig::default())
+        .default_processor(echo())
+        .bind(addr)
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + T;
+    loop {
+        match client
+            .invoke(addr, RemotingCommand::request_empty(RequestCode(1)), T)
+            .await
+        {
+            Ok(r) => {
+                assert_eq!(r.response_code(), ResponseCode::SUCCESS);
+                break;
+            }
+            Err(RemotingError::ConnectFailed { .. }) => {
+                assert!(tokio::time::Instant::now() < deadline, "never reconnected");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    // The server restarts: the old connection closes and the next call reconnects.
+    let first = client.connection(addr).await.unwrap();
+    server.shutdown().await;
+    drop(server);
+    wait_for(|| first.is_closed()).await;
+    let server = RemotingServer::builder(ServerConfig::default())
+        .default_processor(echo())
+        .bind(addr)
+        .await
+        .unwrap();
+    let resp = client
+        .invoke(addr, RemotingCommand::request_empty(RequestCode(2)), T)
+        .await
+        .unwrap();
+    assert_eq!(resp.remark(), Some("code 2"));
+    assert_ne!(client.connection(addr).await.unwrap().id(), first.id());
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn inflight_cap_and_callback_form() {
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let g = gate.clone();
+    let server = RemotingServer::builder(ServerConfig::default())
+        .register(
+            RequestCode(9),
+            processor_fn(move |_c, _r| {
+                let g = g.clone();
+                async move {
+                    g.notified().await;
+                    Some(RemotingCommand::success())
+                }
+            }),
+        )
+        .default_processor(echo())
+        .bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let config = ClientConfig {
+        connection: remoting::ConnectionConfig {
+            max_inflight_requests: 2,
+            ..remoting::ConnectionConfig::default()
+        },
+        ..ClientConfig::default()
+    };
+    let client = RemotingClient::new(config);
+    let addr = server.local_addr();
+    let held: Vec<_> = (0..2)
+        .map(|_| {
+            let c = client.clone();
+            tokio::spawn(async move {
+                c.invoke(addr, RemotingCommand::request_empty(RequestCode(9)), T)
+                    .await
+            })
+        })
+        .collect();
+    let conn = client.connection(addr).await.unwrap();
+    wait_for(|| conn.inflight() == 2).await;
+    let err = client
+        .invoke(addr, RemotingCommand::request_empty(RequestCode(1)), T)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, RemotingError::TooManyInflight { max: 2, .. }),
+        "{err}"
+    );
+    gate.notify_waiters();
+    gate.notify_one();
+    gate.notify_one();
+    for h in held {
+        h.await.unwrap().unwrap();
+    }
+    // Fire-and-callback.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    client.invoke_with_callback(
+        addr,
+        RemotingCommand::request_empty(RequestCode(3)).with_body(Bytes::from_static(b"cb")),
+        T,
+        move |r| {
+            let _ = tx.send(r);
+        },
+    );
+    let r = tokio::time::timeout(T, rx).await.unwrap().unwrap().unwrap();
+    assert_eq!(r.body().as_ref(), b"cb");
+    server.shutdown().await;
+}
