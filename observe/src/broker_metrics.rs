@@ -452,7 +452,10 @@ mod tests {
     #[test]
     fn outcomes_follow_response_codes() {
         assert_eq!(SendOutcome::of(ResponseCode::SUCCESS), SendOutcome::Ok);
-        assert_eq!(SendOutcome::of(ResponseCode::SYSTEM_BUSY), SendOutcome::Busy);
+        assert_eq!(
+            SendOutcome::of(ResponseCode::SYSTEM_BUSY),
+            SendOutcome::Busy
+        );
         assert_eq!(
             SendOutcome::of(ResponseCode::FLUSH_SLAVE_TIMEOUT),
             SendOutcome::Timeout

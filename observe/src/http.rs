@@ -157,7 +157,7 @@ enum Request {
     Metrics { head_only: bool },
     NotFound,
     MethodNotAllowed,
-    BadRequest,
+    Malformed,
 }
 
 async fn serve_connection(mut stream: TcpStream, registry: &Registry, limits: HttpLimits) {
@@ -168,7 +168,14 @@ async fn serve_connection(mut stream: TcpStream, registry: &Registry, limits: Ht
             break parse_head(&buf[..end]);
         }
         if filled == buf.len() {
-            respond(&mut stream, limits, 431, "Request Header Fields Too Large", None).await;
+            respond(
+                &mut stream,
+                limits,
+                431,
+                "Request Header Fields Too Large",
+                None,
+            )
+            .await;
             return;
         }
         let read = tokio::time::timeout(limits.read_timeout, stream.read(&mut buf[filled..]));
@@ -190,9 +197,16 @@ async fn serve_connection(mut stream: TcpStream, registry: &Registry, limits: Ht
         }
         Request::NotFound => respond(&mut stream, limits, 404, "Not Found", None).await,
         Request::MethodNotAllowed => {
-            respond(&mut stream, limits, 405, "Method Not Allowed", Some("GET, HEAD")).await
+            respond(
+                &mut stream,
+                limits,
+                405,
+                "Method Not Allowed",
+                Some("GET, HEAD"),
+            )
+            .await
         }
-        Request::BadRequest => respond(&mut stream, limits, 400, "Bad Request", None).await,
+        Request::Malformed => respond(&mut stream, limits, 400, "Bad Request", None).await,
     }
 }
 
@@ -209,17 +223,17 @@ fn head_end(buf: &[u8]) -> Option<usize> {
 /// Reads the request line; headers are ignored (no body is ever expected).
 fn parse_head(head: &[u8]) -> Request {
     let Ok(text) = std::str::from_utf8(head) else {
-        return Request::BadRequest;
+        return Request::Malformed;
     };
     let line = text.lines().next().unwrap_or("");
     let mut parts = line.split(' ');
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return Request::BadRequest;
+        return Request::Malformed;
     };
     if !version.starts_with("HTTP/1.") || !target.starts_with('/') {
-        return Request::BadRequest;
+        return Request::Malformed;
     }
     let path = target.split('?').next().unwrap_or(target);
     if path != "/metrics" {
@@ -231,7 +245,7 @@ fn parse_head(head: &[u8]) -> Request {
         m if !m.is_empty() && m.bytes().all(|b| b.is_ascii_uppercase()) => {
             Request::MethodNotAllowed
         }
-        _ => Request::BadRequest,
+        _ => Request::Malformed,
     }
 }
 
@@ -307,13 +321,18 @@ mod tests {
             (b"GET / HTTP/1.1\r\n\r\n", Request::NotFound),
             (b"GET /metricsx HTTP/1.1\r\n\r\n", Request::NotFound),
             (b"POST /metrics HTTP/1.1\r\n\r\n", Request::MethodNotAllowed),
-            (b"GET /metrics\r\n\r\n", Request::BadRequest),
-            (b"GET /metrics SMTP/1.1\r\n\r\n", Request::BadRequest),
-            (b"GET metrics HTTP/1.1\r\n\r\n", Request::BadRequest),
-            (b"\xff\xfe /metrics HTTP/1.1\r\n\r\n", Request::BadRequest),
+            (b"GET /metrics\r\n\r\n", Request::Malformed),
+            (b"GET /metrics SMTP/1.1\r\n\r\n", Request::Malformed),
+            (b"GET metrics HTTP/1.1\r\n\r\n", Request::Malformed),
+            (b"\xff\xfe /metrics HTTP/1.1\r\n\r\n", Request::Malformed),
         ];
         for (head, want) in cases {
-            assert_eq!(parse_head(head), want, "{:?}", String::from_utf8_lossy(head));
+            assert_eq!(
+                parse_head(head),
+                want,
+                "{:?}",
+                String::from_utf8_lossy(head)
+            );
         }
     }
 
@@ -332,6 +351,8 @@ mod tests {
                     Allow: GET\r\nConnection: close\r\n\r\nx\n";
         assert_eq!(String::from_utf8(r).unwrap(), want);
         let head = build_response((200, "OK"), "t", "", "body", true);
-        assert!(String::from_utf8(head).unwrap().ends_with("Content-Length: 4\r\nConnection: close\r\n\r\n"));
+        assert!(String::from_utf8(head)
+            .unwrap()
+            .ends_with("Content-Length: 4\r\nConnection: close\r\n\r\n"));
     }
 }

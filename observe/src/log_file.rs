@@ -157,7 +157,7 @@ mod tests {
         let (sink, guard) = spawn(file, "log-test".into()).unwrap();
         for i in 0..100 {
             let mut w = sink.make_writer();
-            write!(w, "line {i}\n").unwrap();
+            writeln!(w, "line {i}").unwrap();
         }
         assert!(guard.flush(Duration::from_secs(5)));
         let text = std::fs::read_to_string(&path).unwrap();

@@ -3,6 +3,7 @@
 //! colours, with target, thread and fields: one event per line, so it greps and parses).
 
 use std::fs::{self, OpenOptions};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use tracing::level_filters::LevelFilter;
@@ -41,15 +42,16 @@ pub fn init(component: &str, log_dir: Option<&Path>) -> Result<LogGuard, Observe
     let filter = EnvFilter::builder()
         .with_default_directive(LevelFilter::INFO.into())
         .from_env_lossy();
-    let console = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let console = tracing_subscriber::fmt::layer()
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
 
     let (file_layer, file, flush) = match log_dir {
         None => (None, None, None),
         Some(dir) => {
             let path = log_file_path(dir, component);
-            let open = fs::create_dir_all(dir).and_then(|()| {
-                OpenOptions::new().create(true).append(true).open(&path)
-            });
+            let open = fs::create_dir_all(dir)
+                .and_then(|()| OpenOptions::new().create(true).append(true).open(&path));
             let handle = open.map_err(|source| ObserveError::LogFile {
                 path: path.clone(),
                 source,

@@ -169,8 +169,7 @@ impl NamesrvMetrics {
 
     /// Sets the live-broker gauge (from the route table, at scrape time).
     pub fn set_live_brokers(&self, n: usize) {
-        self.live_brokers
-            .set(i64::try_from(n).unwrap_or(i64::MAX));
+        self.live_brokers.set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     /// Requests of `class` counted so far.
