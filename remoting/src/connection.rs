@@ -13,7 +13,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -85,6 +85,8 @@ struct Shared {
     tx: mpsc::Sender<RemotingCommand>,
     pending: Mutex<HashMap<i32, oneshot::Sender<RemotingCommand>>>,
     closed: CancellationToken,
+    /// Mirror of `closed` readable without the token's lock (checked on every send).
+    closed_flag: AtomicBool,
     config: ConnectionConfig,
     epoch: Instant,
     last_activity_ms: AtomicU64,
@@ -153,7 +155,7 @@ impl ConnectionHandle {
 
     /// True once the connection is closed (no more frames in either direction).
     pub fn is_closed(&self) -> bool {
-        self.shared.closed.is_cancelled()
+        self.shared.closed_flag.load(Ordering::Acquire) || self.shared.closed.is_cancelled()
     }
 
     /// Resolves when the connection closes.
@@ -163,6 +165,7 @@ impl ConnectionHandle {
 
     /// Closes the connection; pending invokes fail with `ConnectionClosed`.
     pub fn close(&self) {
+        self.shared.closed_flag.store(true, Ordering::Release);
         self.shared.closed.cancel();
         self.shared.pending().clear();
     }
@@ -341,6 +344,7 @@ pub(crate) fn spawn_connection(
         tx,
         pending: Mutex::new(HashMap::new()),
         closed: ctx.close_all.child_token(),
+        closed_flag: AtomicBool::new(false),
         config: ctx.config.clone(),
         epoch: Instant::now(),
         last_activity_ms: AtomicU64::new(0),

@@ -75,6 +75,12 @@ fn put_str(dst: &mut BytesMut, s: &str) {
     let bytes = s.as_bytes();
     dst.reserve(bytes.len() + 2);
     dst.put_u8(b'"');
+    // Fast path: most values need no escaping at all.
+    if !bytes.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\') {
+        dst.put_slice(bytes);
+        dst.put_u8(b'"');
+        return;
+    }
     let mut run_start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         let esc: Option<&[u8]> = match b {
