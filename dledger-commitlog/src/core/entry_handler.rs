@@ -170,9 +170,11 @@ impl<L: RaftLog> Node<L> {
             if e.index <= self.committed {
                 return DLedgerCode::INCONSISTENT_STATE; // would overwrite a committed entry
             }
-            self.log
-                .truncate_after(e.index - 1)
-                .and_then(|()| self.log.append_follower(&e))
+            // The rewritten entry is not durable yet: lower the flushed mark before appending
+            // it, so a sync-flush ack waits for it.
+            let cut = self.log.truncate_after(e.index - 1);
+            self.clamp_flushed();
+            cut.and_then(|()| self.log.append_follower(&e))
         };
         self.clamp_flushed();
         let end = self.log.end_index();

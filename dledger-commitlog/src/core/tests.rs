@@ -880,3 +880,41 @@ fn duplicated_truncate_does_not_undo_acknowledged_appends() {
         "entry 1 was acknowledged to this leader and stays"
     );
 }
+
+/// Regression (found by the simulator on the real store, power_loss_store seed 278): after a
+/// TRUNCATE rewrote an entry, the flushed mark was clamped to the new end, so the rewritten
+/// (unflushed) entry was acknowledged at once in sync-flush mode and lost on power loss.
+#[test]
+fn sync_flush_truncate_rewrite_waits_for_the_flush() {
+    let mut c = cfg("n1", 3);
+    c.sync_flush = true;
+    let mut log = MemLog::new();
+    log.append_leader(1, Bytes::from_static(b"old")).unwrap();
+    log.flush_to(0);
+    let mut n = Node::new(
+        c,
+        HardState {
+            term: 1,
+            voted_for: None,
+        },
+        log,
+        -1,
+        0,
+    )
+    .unwrap();
+    n.handle(
+        1,
+        Input::Request {
+            id: 1,
+            req: push(PushType::TRUNCATE, 2, -1, vec![entry(0, 2, 0, b"new")]),
+        },
+    );
+    let a = drain(&mut n);
+    assert!(
+        !a.iter().any(|x| matches!(x, Action::Respond { .. })),
+        "no ack before the flush: {a:?}"
+    );
+    assert!(a.contains(&Action::FlushLog { up_to: 0 }));
+    n.handle(2, Input::LogFlushed { index: 0 });
+    assert_eq!(push_code(&drain(&mut n)[0]), (1, DLedgerCode::SUCCESS, 0));
+}
