@@ -19,6 +19,11 @@ pub type ProcessFuture<'a> = Pin<Box<dyn Future<Output = Option<RemotingCommand>
 /// The response's opaque, response flag and serialization are filled in by the connection,
 /// so a processor only builds code, remark, header and body. A panic inside a processor is
 /// caught and answered with `SYSTEM_ERROR`.
+///
+/// The returned future is polled once on the connection's reader task (most processors
+/// answer without waiting, which saves a task spawn per request); if it is not ready it moves
+/// to its own task. So do not block before the first `.await`: move heavy or blocking work
+/// to `spawn_blocking` or another task.
 pub trait RequestProcessor: Send + Sync + 'static {
     /// Processes one request. `conn` can be cloned and stored (e.g. to send
     /// CHECK_TRANSACTION_STATE later).
