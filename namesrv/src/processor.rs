@@ -442,6 +442,8 @@ fn json_ok<T: serde::Serialize>(value: &T) -> Handled {
 /// The remoting-facing processor: every name-server code goes through [`NameServerState`].
 pub struct NamesrvProcessor {
     pub(crate) state: std::sync::Arc<NameServerState>,
+    /// Counts every answered request (lock-free atomics).
+    pub(crate) metrics: std::sync::Arc<observe::NamesrvMetrics>,
 }
 
 impl RequestProcessor for NamesrvProcessor {
@@ -451,6 +453,8 @@ impl RequestProcessor for NamesrvProcessor {
         request: RemotingCommand,
     ) -> ProcessFuture<'a> {
         let response = self.state.handle(Some(ConnectionId(conn.id().0)), &request);
+        self.metrics
+            .observe_request(request.request_code(), response.response_code());
         Box::pin(std::future::ready(Some(response)))
     }
 }

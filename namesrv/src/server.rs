@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError, RwLockReadGuard};
 use std::time::Duration;
 
+use observe::{NamesrvMetrics, Registry};
 use remoting::connection::ConnectionHandle;
 use remoting::processor::ConnectionListener;
 use remoting::server::{RemotingServer, ServerConfig};
@@ -34,9 +35,11 @@ impl NameServer {
             state: state.clone(),
             open: Mutex::new(HashMap::new()),
         });
+        let metrics = Arc::new(NamesrvMetrics::new());
         let server = RemotingServer::builder(ServerConfig::default())
             .processor(Arc::new(NamesrvProcessor {
                 state: state.clone(),
+                metrics: metrics.clone(),
             }))
             .listener(connections.clone())
             .bind(listen_addr)
@@ -53,6 +56,7 @@ impl NameServer {
             state,
             stop,
             scan,
+            metrics,
         })
     }
 }
@@ -64,6 +68,7 @@ pub struct NameServerHandle {
     state: Arc<NameServerState>,
     stop: CancellationToken,
     scan: JoinHandle<()>,
+    metrics: Arc<NamesrvMetrics>,
 }
 
 impl NameServerHandle {
@@ -75,6 +80,26 @@ impl NameServerHandle {
     /// A read view of the route table (for tests and diagnostics; do not hold it long).
     pub fn route_table(&self) -> RwLockReadGuard<'_, RouteTable> {
         self.state.table()
+    }
+
+    /// A registry with this server's metrics; the live-broker gauge is refreshed from the
+    /// route table on every scrape. Serve it with [`observe::MetricsServer`].
+    pub fn metrics_registry(&self) -> Arc<Registry> {
+        let registry = Arc::new(Registry::new());
+        registry.register(self.metrics.clone());
+        let state = Arc::clone(&self.state);
+        let metrics = Arc::clone(&self.metrics);
+        registry.on_scrape(move || {
+            let live = state
+                .table()
+                .cluster_info()
+                .broker_addr_table
+                .values()
+                .map(|b| b.broker_addrs.len())
+                .sum();
+            metrics.set_live_brokers(live);
+        });
+        registry
     }
 
     /// Stops the expiry scan, drains running requests and closes every connection.

@@ -10,6 +10,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Parser;
 use namesrv::{NameServer, NameServerConfig, Switches, DEFAULT_PORT};
+use observe::MetricsServer;
+use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
 /// RocketMQ-compatible name server.
@@ -41,6 +43,9 @@ struct Args {
     /// Forget topics a broker no longer lists in its registration.
     #[arg(long)]
     delete_topic_with_broker_registration: bool,
+    /// Serve Prometheus metrics at http://<listen ip>:<port>/metrics (0 = off).
+    #[arg(long, default_value_t = 0)]
+    metrics_port: u16,
 }
 
 impl Args {
@@ -74,9 +79,19 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
 
+    let (metrics_ip, metrics_port) = (args.listen.ip(), args.metrics_port);
     let handle = NameServer::start(args.into_config())
         .await
         .context("name server failed to start")?;
+    let metrics_stop = CancellationToken::new();
+    let metrics = MetricsServer::start_on_port(
+        metrics_ip,
+        metrics_port,
+        handle.metrics_registry(),
+        metrics_stop.clone(),
+    )
+    .await
+    .context("metrics endpoint failed to start")?;
     println!(
         "The Name Server boot success. serializeType=JSON, address {}",
         handle.local_addr()
@@ -84,6 +99,10 @@ async fn main() -> anyhow::Result<()> {
 
     wait_for_stop_signal().await?;
     tracing::info!("stop signal received, shutting down");
+    metrics_stop.cancel();
+    if let Some(metrics) = metrics {
+        metrics.stopped().await;
+    }
     handle.shutdown().await;
     Ok(())
 }
