@@ -1,0 +1,530 @@
+//! Process-level failover harness: one `mqnamesrv` and a 3-member DLedger group of `mqbroker`
+//! processes on free loopback ports, with kill -9 / SIGSTOP / SIGCONT / restart, a minimal
+//! client (route query, send, pull, consumer offsets) and the checker shared by the MP-xx
+//! tests (RELIABILITY.md §6).
+//!
+//! Binaries: this package's `it-mqbroker` / `it-mqnamesrv` (the real programs), passed in
+//! with [`failover_bins!`] from the test crates; the name server is started by
+//! [`crate::cluster::NameSrv`], the brokers here (they need kill -9, SIGSTOP and restarts).
+//!
+//! Timings: DLedger heartbeat 300 ms × 3 missed beats, votes 100–300 ms (the "fast profile"
+//! of MP-01), slave sync every 1 s.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use broker::message::{decode_records, CrcCheck, StoredMessage};
+use bytes::Bytes;
+use remoting::body::TopicRouteData;
+use remoting::headers::{
+    GetRouteInfoRequestHeader, PullMessageRequestHeader, QueryConsumerOffsetRequestHeader,
+    SendMessageRequestHeaderV2, UpdateConsumerOffsetRequestHeader,
+};
+use remoting::{ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode};
+
+/// Broker name (= DLedger group) of the test group.
+pub const GROUP: &str = "FoGroup";
+/// Request timeout of the test client.
+pub const RPC_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The programs under test, from this package's `it-*` binaries.
+#[macro_export]
+macro_rules! failover_bins {
+    () => {
+        $crate::cluster::Bins {
+            broker: env!("CARGO_BIN_EXE_it-mqbroker").into(),
+            namesrv: env!("CARGO_BIN_EXE_it-mqnamesrv").into(),
+        }
+    };
+}
+
+/// A free loopback port whose port − 2 (VIP) is also free.
+pub fn free_port_pair() -> u16 {
+    crate::cluster::free_listen_port()
+}
+
+fn free_port() -> u16 {
+    crate::cluster::free_port()
+}
+
+/// One broker member.
+pub struct Member {
+    pub self_id: String,
+    pub port: u16,
+    pub conf: PathBuf,
+    pub log: PathBuf,
+    pub child: Option<Child>,
+}
+
+impl Member {
+    /// `127.0.0.1:listenPort`.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+}
+
+/// Name server + three brokers.
+pub struct Cluster {
+    pub dir: tempfile::TempDir,
+    pub namesrv: SocketAddr,
+    namesrv_proc: Option<crate::cluster::NameSrv>,
+    broker_bin: PathBuf,
+    pub members: Vec<Member>,
+}
+
+fn spawn_logged(cmd: &mut Command, log: &Path) -> Child {
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
+    let err = out.try_clone().unwrap();
+    cmd.stdout(Stdio::from(out))
+        .stderr(Stdio::from(err))
+        .env("RUST_LOG", std::env::var("FAILOVER_RUST_LOG").unwrap_or_else(|_| "info".into()))
+        .spawn()
+        .unwrap()
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(child.id().to_string())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(ok, "kill -{sig} {} failed", child.id());
+}
+
+impl Cluster {
+    /// Starts the name server and three brokers; `extra` adds broker config lines.
+    pub fn start(bins: &crate::cluster::Bins, extra: &str) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let ns = crate::cluster::NameSrv::start(bins, dir.path());
+        let namesrv = ns.addr;
+        let ledger_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let peers: Vec<String> = ledger_ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("n{i}-127.0.0.1:{p}"))
+            .collect();
+        let peers = peers.join(";");
+        let mut members = Vec::new();
+        for i in 0..3 {
+            let port = free_port_pair();
+            let root = dir.path().join(format!("node{i}"));
+            std::fs::create_dir_all(&root).unwrap();
+            let conf = dir.path().join(format!("broker-n{i}.conf"));
+            let text = format!(
+                "brokerClusterName=FoCluster\nbrokerName={GROUP}\nbrokerIP1=127.0.0.1\nlistenPort={port}\n\
+                 namesrvAddr={namesrv}\nstorePathRootDir={}\nenableDLegerCommitLog=true\n\
+                 dLegerGroup={GROUP}\ndLegerPeers={peers}\ndLegerSelfId=n{i}\n\
+                 dLedgerHeartBeatTimeIntervalMs=300\ndLedgerMaxHeartBeatLeak=3\n\
+                 dLedgerMinVoteIntervalMs=100\ndLedgerMaxVoteIntervalMs=300\n\
+                 {small}\
+                 registerNameServerPeriod=10000\nslaveSyncIntervalMs=1000\nslaveSyncFirstDelayMs=500\n{extra}\n",
+                root.display(),
+                small = crate::cluster::SMALL_FILES,
+            );
+            std::fs::write(&conf, text).unwrap();
+            members.push(Member {
+                self_id: format!("n{i}"),
+                port,
+                conf,
+                log: dir.path().join(format!("broker-n{i}.log")),
+                child: None,
+            });
+        }
+        let mut c = Cluster {
+            dir,
+            namesrv,
+            namesrv_proc: Some(ns),
+            broker_bin: bins.broker.clone(),
+            members,
+        };
+        for i in 0..3 {
+            c.start_member(i);
+        }
+        c
+    }
+
+    /// (Re)starts member `i`.
+    pub fn start_member(&mut self, i: usize) {
+        let m = &mut self.members[i];
+        assert!(m.child.is_none(), "member {i} already running");
+        let child = spawn_logged(Command::new(&self.broker_bin).arg("-c").arg(&m.conf), &m.log);
+        m.child = Some(child);
+    }
+
+    /// kill -9 member `i` and reap it.
+    pub fn kill9(&mut self, i: usize) {
+        if let Some(mut c) = self.members[i].child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGSTOP member `i`.
+    pub fn pause(&self, i: usize) {
+        signal(self.members[i].child.as_ref().expect("running"), "STOP");
+    }
+
+    /// SIGCONT member `i`.
+    pub fn resume(&self, i: usize) {
+        signal(self.members[i].child.as_ref().expect("running"), "CONT");
+    }
+
+    /// Member index listening on `addr`.
+    pub fn index_of(&self, addr: &str) -> Option<usize> {
+        self.members.iter().position(|m| m.addr().to_string() == addr)
+    }
+
+    /// Tail of a member's log (for failure messages).
+    pub fn log_tail(&self, i: usize) -> String {
+        let t = std::fs::read_to_string(&self.members[i].log).unwrap_or_default();
+        let mut start = t.len().saturating_sub(3000);
+        while !t.is_char_boundary(start) {
+            start += 1;
+        }
+        t[start..].to_owned()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for m in &mut self.members {
+            if let Some(mut c) = m.child.take() {
+                let _ = Command::new("kill").arg("-CONT").arg(c.id().to_string()).status();
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        drop(self.namesrv_proc.take());
+        if std::env::var_os("FAILOVER_KEEP").is_some() {
+            let p = self.dir.path().to_path_buf();
+            eprintln!("keeping {}", p.display());
+            std::mem::forget(std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap()));
+        }
+    }
+}
+
+/// What a send's answer says about the message (R14).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SendOutcome {
+    /// Acknowledged at this queue offset.
+    Acked(i64),
+    /// Definitely not stored (e.g. 14 SERVICE_NOT_AVAILABLE, 2 SYSTEM_BUSY).
+    Refused(i32),
+    /// May or may not be stored (timeout, connection loss, SYSTEM_ERROR).
+    Indeterminate,
+}
+
+/// Minimal RocketMQ client over `remoting`.
+pub struct TestClient {
+    pub client: RemotingClient,
+    pub namesrv: SocketAddr,
+}
+
+impl TestClient {
+    pub fn new(namesrv: SocketAddr) -> Self {
+        TestClient {
+            client: RemotingClient::new(ClientConfig::default()),
+            namesrv,
+        }
+    }
+
+    /// The route of `topic`, if the name server has one.
+    pub async fn route(&self, topic: &str) -> Option<TopicRouteData> {
+        let h = GetRouteInfoRequestHeader {
+            topic: topic.into(),
+            accept_standard_json_only: Some(true),
+        };
+        let req = RemotingCommand::request(RequestCode::GET_ROUTEINFO_BY_TOPIC, &h);
+        let resp = self.client.invoke(self.namesrv, req, RPC_TIMEOUT).await.ok()?;
+        if resp.response_code() != ResponseCode::SUCCESS {
+            return None;
+        }
+        remoting::body::from_json::<TopicRouteData>(resp.body()).ok()
+    }
+
+    /// Master address (id 0) of the test group in `topic`'s route.
+    pub async fn master(&self, topic: &str) -> Option<String> {
+        let r = self.route(topic).await?;
+        r.broker_datas
+            .iter()
+            .find(|b| b.broker_name == GROUP)
+            .and_then(|b| b.master_addr().map(str::to_owned))
+    }
+
+    /// All registered addresses (id → addr) of the test group.
+    pub async fn addrs(&self, topic: &str) -> BTreeMap<i64, String> {
+        match self.route(topic).await {
+            Some(r) => r
+                .broker_datas
+                .into_iter()
+                .find(|b| b.broker_name == GROUP)
+                .map(|b| b.broker_addrs)
+                .unwrap_or_default(),
+            None => BTreeMap::new(),
+        }
+    }
+
+    /// One send attempt to `addr`.
+    pub async fn send(&self, addr: SocketAddr, topic: &str, queue_id: i32, body: &[u8], props: &str) -> SendOutcome {
+        let h = SendMessageRequestHeaderV2 {
+            producer_group: "FoProducer".into(),
+            topic: topic.into(),
+            default_topic: "TBW102".into(),
+            default_topic_queue_nums: 4,
+            queue_id,
+            sys_flag: 0,
+            born_timestamp: broker::context::now_ms(),
+            flag: 0,
+            properties: Some(props.into()),
+            reconsume_times: Some(0),
+            unit_mode: Some(false),
+            max_reconsume_times: None,
+            batch: Some(false),
+            broker_name: None,
+        };
+        let req = RemotingCommand::request(RequestCode::SEND_MESSAGE_V2, &h)
+            .with_body(Bytes::copy_from_slice(body));
+        match self.client.invoke(addr, req, RPC_TIMEOUT).await {
+            Ok(r) if r.response_code() == ResponseCode::SUCCESS => {
+                SendOutcome::Acked(r.ext_field("queueOffset").and_then(|v| v.parse().ok()).unwrap_or(-1))
+            }
+            Ok(r) if r.code() == 1 => SendOutcome::Indeterminate,
+            Ok(r) => SendOutcome::Refused(r.code()),
+            Err(remoting::RemotingError::ConnectFailed { .. }) => SendOutcome::Refused(-1),
+            Err(_) => SendOutcome::Indeterminate,
+        }
+    }
+
+    /// Every message of a queue on `addr` (committed data, any role).
+    pub async fn pull_all(&self, addr: SocketAddr, topic: &str, queue_id: i32) -> Option<Vec<StoredMessage>> {
+        let mut out = Vec::new();
+        let mut offset = 0;
+        loop {
+            let h = PullMessageRequestHeader {
+                consumer_group: "FoChecker".into(),
+                topic: topic.into(),
+                queue_id,
+                queue_offset: offset,
+                max_msg_nums: 32,
+                sys_flag: 0x4,
+                commit_offset: 0,
+                suspend_timeout_millis: 0,
+                subscription: Some("*".into()),
+                sub_version: 0,
+                expression_type: Some("TAG".into()),
+                ..Default::default()
+            };
+            let req = RemotingCommand::request(RequestCode::PULL_MESSAGE, &h);
+            let resp = self.client.invoke(addr, req, RPC_TIMEOUT).await.ok()?;
+            match resp.response_code() {
+                ResponseCode::SUCCESS => {}
+                ResponseCode::PULL_NOT_FOUND | ResponseCode::PULL_OFFSET_MOVED => return Some(out),
+                _ => return None,
+            }
+            let recs: Vec<StoredMessage> = decode_records(resp.body().clone(), CrcCheck::Verify)
+                .map(|r| r.expect("record decodes"))
+                .collect();
+            let Some(last) = recs.last() else {
+                return Some(out);
+            };
+            offset = last.queue_offset + 1;
+            out.extend(recs);
+        }
+    }
+
+    /// UPDATE_CONSUMER_OFFSET on `addr`.
+    pub async fn commit_offset(&self, addr: SocketAddr, group: &str, topic: &str, queue_id: i32, offset: i64) -> bool {
+        let h = UpdateConsumerOffsetRequestHeader {
+            consumer_group: group.into(),
+            topic: topic.into(),
+            queue_id,
+            commit_offset: offset,
+            broker_name: None,
+        };
+        let req = RemotingCommand::request(RequestCode::UPDATE_CONSUMER_OFFSET, &h);
+        matches!(self.client.invoke(addr, req, RPC_TIMEOUT).await, Ok(r) if r.response_code() == ResponseCode::SUCCESS)
+    }
+
+    /// QUERY_CONSUMER_OFFSET on `addr` (None when not found or unreachable).
+    pub async fn query_offset(&self, addr: SocketAddr, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
+        let h = QueryConsumerOffsetRequestHeader {
+            consumer_group: group.into(),
+            topic: topic.into(),
+            queue_id,
+            set_zero_if_not_found: Some(false),
+            broker_name: None,
+        };
+        let req = RemotingCommand::request(RequestCode::QUERY_CONSUMER_OFFSET, &h);
+        let r = self.client.invoke(addr, req, RPC_TIMEOUT).await.ok()?;
+        if r.response_code() != ResponseCode::SUCCESS {
+            return None;
+        }
+        r.ext_field("offset").and_then(|v| v.parse().ok())
+    }
+}
+
+/// Polls `f` every 20 ms until it yields `Some`, or panics after `timeout`.
+pub async fn poll<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits for a master of the group in `TBW102`'s route (registered brokers always carry it),
+/// optionally different from `not`; returns its address and when it was seen.
+pub async fn wait_master(c: &TestClient, not: Option<&str>, timeout: Duration) -> (String, Instant) {
+    poll("a registered master", timeout, || async {
+        let m = c.master("TBW102").await?;
+        if Some(m.as_str()) == not {
+            return None;
+        }
+        Some((m, Instant::now()))
+    })
+    .await
+}
+
+/// Sequence number carried in the body (`seq-<n>`).
+pub fn seq_of(m: &StoredMessage) -> Option<u64> {
+    std::str::from_utf8(&m.body).ok()?.strip_prefix("seq-")?.parse().ok()
+}
+
+/// The producer side of a run: which sequence numbers were acknowledged (and where) and
+/// which had an indeterminate attempt.
+#[derive(Debug, Default)]
+pub struct History {
+    pub acked: BTreeMap<u64, i64>,
+    pub indeterminate: HashSet<u64>,
+    pub refused: usize,
+}
+
+/// A sequential producer on one queue: each sequence number is retried (re-querying the route
+/// after a failure) until acknowledged, so per-queue order is the sequence order.
+pub struct SeqProducer {
+    pub client: TestClient,
+    pub topic: String,
+    pub queue_id: i32,
+    pub next: u64,
+    pub history: History,
+    master: Option<SocketAddr>,
+}
+
+impl SeqProducer {
+    pub fn new(namesrv: SocketAddr, topic: &str, queue_id: i32) -> Self {
+        SeqProducer {
+            client: TestClient::new(namesrv),
+            topic: topic.into(),
+            queue_id,
+            next: 0,
+            history: History::default(),
+            master: None,
+        }
+    }
+
+    /// Sends the next sequence number once (one attempt). Returns true when acknowledged.
+    pub async fn step(&mut self) -> bool {
+        let master = match self.master {
+            Some(m) => m,
+            None => {
+                let m = match self.client.master(&self.topic).await {
+                    Some(m) => Some(m),
+                    None => self.client.master("TBW102").await,
+                };
+                match m.and_then(|m| m.parse().ok()) {
+                    Some(m) => {
+                        self.master = Some(m);
+                        m
+                    }
+                    None => {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        return false;
+                    }
+                }
+            }
+        };
+        let seq = self.next;
+        let body = format!("seq-{seq}");
+        match self.client.send(master, &self.topic, self.queue_id, body.as_bytes(), "").await {
+            SendOutcome::Acked(off) => {
+                self.history.acked.insert(seq, off);
+                self.next += 1;
+                true
+            }
+            SendOutcome::Indeterminate => {
+                self.history.indeterminate.insert(seq);
+                self.master = None;
+                false
+            }
+            SendOutcome::Refused(_) => {
+                self.history.refused += 1;
+                self.master = None;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                false
+            }
+        }
+    }
+
+    /// Steps until `n` more messages are acknowledged (or `timeout`); returns the time of the
+    /// first acknowledgement.
+    pub async fn send_n(&mut self, n: u64, timeout: Duration) -> Instant {
+        let target = self.next + n;
+        let deadline = Instant::now() + timeout;
+        let mut first = None;
+        while self.next < target {
+            assert!(Instant::now() < deadline, "sends did not resume within {timeout:?} (acked {} of {n})", n - (target - self.next));
+            if self.step().await && first.is_none() {
+                first = Some(Instant::now());
+            }
+        }
+        first.unwrap_or_else(Instant::now)
+    }
+}
+
+/// The MP checks on one queue's final content: every acknowledged message present at its
+/// acknowledged queue offset (nothing acknowledged lost or truncated), sequence numbers in
+/// non-decreasing order (per-queue order), duplicates only of indeterminate attempts.
+pub fn check_history(h: &History, log: &[StoredMessage]) -> Result<(), String> {
+    let seqs: Vec<u64> = log.iter().filter_map(seq_of).collect();
+    for (seq, off) in &h.acked {
+        let at = log.iter().find(|m| m.queue_offset == *off);
+        match at.and_then(seq_of) {
+            Some(s) if s == *seq => {}
+            other => return Err(format!("acked seq {seq} at queue offset {off}: found {other:?}")),
+        }
+    }
+    for w in seqs.windows(2) {
+        if w[1] < w[0] {
+            return Err(format!("order broken: {} after {}", w[1], w[0]));
+        }
+    }
+    let mut seen = HashSet::new();
+    for s in &seqs {
+        if !seen.insert(*s) && !h.indeterminate.contains(s) {
+            return Err(format!("seq {s} duplicated without an indeterminate answer"));
+        }
+    }
+    for (i, m) in log.iter().enumerate() {
+        if m.queue_offset != i as i64 {
+            return Err(format!("queue offsets not dense at {i}: {}", m.queue_offset));
+        }
+    }
+    Ok(())
+}
