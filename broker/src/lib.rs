@@ -30,6 +30,7 @@
 
 pub mod atomic_json;
 pub mod broker;
+pub mod cli;
 pub mod clients;
 pub mod config;
 pub mod context;

@@ -1,110 +1,11 @@
-//! `mqbroker -c FILE [-n NAMESRV_ADDR]`: runs one DLedger-mode broker.
-//!
-//! Prints `The broker[<brokerName>, <addr>] boot success. serializeType=JSON and name server
-//! is <namesrv>` once serving (scripts wait for it). SIGTERM / Ctrl-C stop it cleanly.
+//! `mqbroker -c FILE [-n NAMESRV_ADDR]`: runs one DLedger-mode broker (see `broker::cli`).
 
-use std::path::PathBuf;
-
-use anyhow::Context;
-use broker::broker::Broker;
-use broker::config::BrokerConfig;
-
-struct Args {
-    config: Option<PathBuf>,
-    namesrv: Option<String>,
-}
-
-fn parse_args() -> anyhow::Result<Args> {
-    let mut a = Args {
-        config: None,
-        namesrv: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "-c" | "--configFile" => a.config = it.next().map(PathBuf::from),
-            "-n" | "--namesrvAddr" => a.namesrv = it.next(),
-            "-h" | "--help" => {
-                println!("usage: mqbroker -c FILE [-n NAMESRV_ADDR]");
-                std::process::exit(0);
-            }
-            other => anyhow::bail!(
-                "unknown argument {other:?} (usage: mqbroker -c FILE [-n NAMESRV_ADDR])"
-            ),
+fn main() -> std::process::ExitCode {
+    match broker::cli::main() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mqbroker: {e}");
+            std::process::ExitCode::FAILURE
         }
     }
-    Ok(a)
-}
-
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
-fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let args = parse_args()?;
-    let mut cfg = match &args.config {
-        Some(p) => {
-            BrokerConfig::from_file(p).with_context(|| format!("reading {}", p.display()))?
-        }
-        None => BrokerConfig::default(),
-    };
-    if let Some(n) = args.namesrv {
-        cfg.namesrv_addr = Some(n);
-    }
-    if cfg.namesrv_addr.is_none() {
-        cfg.namesrv_addr = std::env::var("NAMESRV_ADDR").ok();
-    }
-    cfg.validate().context("invalid broker configuration")?;
-    anyhow::ensure!(
-        cfg.enable_dleger_commit_log,
-        "only DLedger mode is supported: set enableDLegerCommitLog=true"
-    );
-    let threads = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .max(2);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
-        .enable_all()
-        .build()?;
-    rt.block_on(async move {
-        let name = cfg.broker_name.clone();
-        let addr = cfg.broker_addr();
-        let namesrv = cfg.namesrv_addr.clone().unwrap_or_default();
-        let broker = Broker::start(cfg).await.context("broker start failed")?;
-        println!(
-            "The broker[{name}, {addr}] boot success. serializeType=JSON and name server is {namesrv}"
-        );
-        use std::io::Write;
-        let _ = std::io::stdout().flush();
-        wait_for_signal().await;
-        tracing::info!("shutdown signal received");
-        broker.shutdown().await;
-        anyhow::Ok(())
-    })?;
-    Ok(())
 }

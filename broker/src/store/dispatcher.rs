@@ -146,6 +146,10 @@ impl Dispatcher {
     }
 
     fn dispatch(&self, e: &LogEntry) {
+        // Empty entries are the leader's election no-ops, not messages.
+        if e.body.is_empty() {
+            return;
+        }
         let view = match RecordView::parse(&e.body, CrcCheck::Skip) {
             Ok(v) => v,
             Err(err) => {
