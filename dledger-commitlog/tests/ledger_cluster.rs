@@ -473,3 +473,61 @@ async fn a_leader_without_quorum_reports_busy_definitely_and_pending_as_indeterm
     assert!(!ProposeError::Busy.is_indeterminate());
     l.shutdown().await;
 }
+
+/// Crash-like failover, repeated: prints min / median / max time from `halt()` of the leader
+/// until a survivor leads in a higher term. Slow (~1.2 s per round): run explicitly with
+/// `cargo test -p dledger-commitlog --test ledger_cluster failover_distribution -- --ignored --nocapture`
+/// (`LEDGER_FAILOVER_ROUNDS`, default 10).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn failover_distribution() {
+    let rounds: usize = std::env::var("LEDGER_FAILOVER_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let dir = tempfile::tempdir().unwrap();
+    let addrs = free_addrs(3);
+    let peers: Vec<(String, SocketAddr)> = addrs
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (format!("n{i}"), *a))
+        .collect();
+    let mut nodes = start_all(dir.path(), &peers).await;
+    let mut times = Vec::new();
+    for round in 0..rounds {
+        let leader = wait_leader(&nodes, Duration::from_secs(5)).await;
+        let c = nodes[leader]
+            .propose(Bytes::from(format!("round-{round}")))
+            .await
+            .unwrap();
+        for n in &nodes {
+            wait_committed(n, c.index, Duration::from_secs(5)).await;
+        }
+        let old_term = nodes[leader].role().borrow().term;
+        let t0 = Instant::now();
+        nodes[leader].halt().await;
+        let survivors: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
+        poll("a new leader", Duration::from_secs(5), || {
+            survivors.iter().copied().find(|&i| {
+                let r = nodes[i].role().borrow().clone();
+                r.role == LedgerRole::Leader && r.term > old_term
+            })
+        })
+        .await;
+        times.push(t0.elapsed());
+        let (id, _) = &peers[leader];
+        nodes[leader] = Ledger::start(options(dir.path(), id, &peers))
+            .await
+            .unwrap();
+    }
+    times.sort();
+    println!(
+        "crash-like failover over {rounds} rounds: min {:?} median {:?} max {:?}",
+        times[0],
+        times[times.len() / 2],
+        times[times.len() - 1]
+    );
+    for n in &nodes {
+        n.shutdown().await;
+    }
+}

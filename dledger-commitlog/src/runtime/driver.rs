@@ -5,7 +5,9 @@
 //! each wake-up drains a batch from the ready queue, then ticks the core if the tick period
 //! (5 ms) has passed, so a busy inbox never starves heartbeats or elections.
 //! `PersistHardState` is executed (fsync) before any later action; if it fails the member
-//! stops (it can no longer keep a vote promise) rather than continue.
+//! stops (it can no longer keep a vote promise) rather than continue. A store poisoned by a
+//! failed flush stops the member the same way (crash-like: no final checkpoint), and its
+//! role is published as candidate so the broker stops writing to it.
 //! The driver never awaits another task: calls go to peer queues with `try_send`, and a full
 //! queue is reported back to the core as a network failure.
 
@@ -89,7 +91,6 @@ pub(crate) struct Driver {
     next_tick_ms: u64,
     next_status_ms: u64,
     failed: Option<String>,
-    poison_logged: bool,
 }
 
 use crate::core::messages::{Request, Response};
@@ -116,7 +117,6 @@ impl Driver {
             next_tick_ms: 0,
             next_status_ms: 0,
             failed: None,
-            poison_logged: false,
         }
     }
 
@@ -340,9 +340,11 @@ impl Driver {
     }
 
     fn on_flush_progress(&mut self, p: FlushProgress) {
-        if p.poisoned && !self.poison_logged {
-            self.poison_logged = true;
-            tracing::error!(me = %self.node.config().self_id, "store poisoned by a failed flush: appends are refused until restart");
+        if p.poisoned {
+            // Nothing written from now on can become durable: this member can neither lead
+            // nor follow. Stop (role reported as candidate); a restart recovers the store.
+            self.failed = Some("store poisoned by a failed flush; restart to recover".into());
+            return;
         }
         if let Some(i) = self.node.log_mut().flushed_through(p.flushed.0) {
             self.flushed_index = i;

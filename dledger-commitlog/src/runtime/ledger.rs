@@ -279,8 +279,10 @@ impl Ledger {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        s.committed_index = types::Index::to_wire(self.inner.reader.committed_index());
-        s.committed_end_pos = self.inner.reader.committed_end_pos().raw();
+        let r = &self.inner.reader;
+        s.committed_index = types::Index::to_wire(r.committed_index());
+        s.committed_end_pos = r.committed_end_pos().raw();
+        s.end_index = s.end_index.max(types::Index::to_wire(r.end_index()));
         s
     }
 

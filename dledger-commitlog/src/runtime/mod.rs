@@ -17,6 +17,15 @@
 //! [`RoleState`] and [`LedgerStatus`] use `i64` for indexes, positions and terms, exactly as
 //! on the wire; the storage layer's newtypes stay inside the crate.
 //!
+//! Lifecycle: [`Ledger::start`] opens (recovers) the store and creates the next log files
+//! off the async workers, binds the RPC listener on this member's address from the peers list
+//! (tests pick free ports by binding `127.0.0.1:0` and releasing them before start), then
+//! spawns the tasks. [`Ledger::shutdown`] hands leadership to the best follower first (when
+//! leading), then answers pending proposals, flushes, checkpoints and unbinds;
+//! [`Ledger::halt`] does the same without hand-over, flush or checkpoint (crash-like).
+//! A failed term/vote write or a poisoned store stops the member on its own (role published
+//! as candidate); restarting it recovers.
+//!
 //! Invariants of the shell:
 //! * only the driver task touches the node and the store writer; everything else talks to it
 //!   through bounded channels and reads through [`StoreReader`] (committed entries only);
