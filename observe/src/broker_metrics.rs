@@ -142,6 +142,24 @@ pub struct PeerSample<'a> {
     pub alive: bool,
 }
 
+/// Role and log water marks, as any replicated log exposes them (DLedger numbers: -1 = none).
+#[derive(Clone, Copy, Debug)]
+pub struct LogMarks {
+    pub role: LedgerRoleKind,
+    pub term: i64,
+    pub begin_index: i64,
+    pub end_index: i64,
+    pub committed_index: i64,
+}
+
+/// Replication detail only the DLedger status snapshot has.
+#[derive(Clone, Copy, Debug)]
+pub struct ReplicationSample<'a> {
+    pub flushed_index: i64,
+    pub pending_appends: usize,
+    pub peers: &'a [PeerSample<'a>],
+}
+
 /// The ledger state metrics need (DLedger numbers: -1 = none).
 #[derive(Clone, Debug)]
 pub struct LedgerSample<'a> {
@@ -323,13 +341,33 @@ impl BrokerMetrics {
         }
     }
 
-    /// Records a ledger status sample.
+    /// Records a full ledger status sample (marks and replication detail).
     pub fn record_ledger(&self, s: &LedgerSample<'_>) {
-        self.observe_role(s.role);
-        self.term.set(s.term);
-        self.begin_index.set(s.begin_index);
-        self.end_index.set(s.end_index);
-        self.committed_index.set(s.committed_index);
+        self.record_log(&LogMarks {
+            role: s.role,
+            term: s.term,
+            begin_index: s.begin_index,
+            end_index: s.end_index,
+            committed_index: s.committed_index,
+        });
+        self.record_replication(&ReplicationSample {
+            flushed_index: s.flushed_index,
+            pending_appends: s.pending_appends,
+            peers: s.peers,
+        });
+    }
+
+    /// Records role, term and water marks.
+    pub fn record_log(&self, m: &LogMarks) {
+        self.observe_role(m.role);
+        self.term.set(m.term);
+        self.begin_index.set(m.begin_index);
+        self.end_index.set(m.end_index);
+        self.committed_index.set(m.committed_index);
+    }
+
+    /// Records flushed index, pending appends and per-peer lag/liveness.
+    pub fn record_replication(&self, s: &ReplicationSample<'_>) {
         self.flushed_index.set(s.flushed_index);
         self.pending_appends
             .set(i64::try_from(s.pending_appends).unwrap_or(i64::MAX));

@@ -26,7 +26,7 @@ use crate::registry::Registry;
 pub struct HttpLimits {
     /// Largest request head (request line + headers) accepted.
     pub max_request_bytes: usize,
-    /// How long a client may take to send its request head.
+    /// How long a client may take to send its whole request head.
     pub read_timeout: Duration,
     /// How long writing the response may take.
     pub write_timeout: Duration,
@@ -163,6 +163,8 @@ enum Request {
 async fn serve_connection(mut stream: TcpStream, registry: &Registry, limits: HttpLimits) {
     let mut buf = vec![0u8; limits.max_request_bytes.max(16)];
     let mut filled = 0usize;
+    // One deadline for the whole head: a client trickling bytes cannot hold a slot longer.
+    let deadline = tokio::time::Instant::now() + limits.read_timeout;
     let request = loop {
         if let Some(end) = head_end(&buf[..filled]) {
             break parse_head(&buf[..end]);
@@ -178,7 +180,7 @@ async fn serve_connection(mut stream: TcpStream, registry: &Registry, limits: Ht
             .await;
             return;
         }
-        let read = tokio::time::timeout(limits.read_timeout, stream.read(&mut buf[filled..]));
+        let read = tokio::time::timeout_at(deadline, stream.read(&mut buf[filled..]));
         match read.await {
             Err(_) => {
                 respond(&mut stream, limits, 408, "Request Timeout", None).await;

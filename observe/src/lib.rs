@@ -34,7 +34,8 @@ pub mod namesrv_metrics;
 pub mod registry;
 
 pub use broker_metrics::{
-    BrokerMetrics, LedgerRoleKind, LedgerSample, PeerSample, PullOutcome, SendOutcome,
+    BrokerMetrics, LedgerRoleKind, LedgerSample, LogMarks, PeerSample, PullOutcome,
+    ReplicationSample, SendOutcome,
 };
 pub use error::ObserveError;
 pub use exposition::{Desc, Exposition, MetricKind};

@@ -175,6 +175,35 @@ async fn silent_clients_time_out() {
     let (server, cancel, _) = start(limits).await;
     let raw = exchange(server.local_addr(), b"GET /metr", false).await;
     assert_eq!(split_response(&raw).0, 408);
+    // Trickling bytes does not extend the deadline: one byte every 50 ms (each gap well
+    // under the 200 ms timeout) still gets 408 once the head as a whole is late. Between
+    // bytes, wait for the answer instead of sleeping, and stop writing once it arrives.
+    let mut s = TcpStream::connect(server.local_addr()).await.unwrap();
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 512];
+    for b in b"GET /metrics HTTP/1.1\r\nX-Slow: trickling-header-value".iter() {
+        s.write_all(&[*b]).await.unwrap();
+        match tokio::time::timeout(Duration::from_millis(50), s.read(&mut chunk)).await {
+            Err(_) => continue,
+            Ok(Ok(n)) => {
+                raw.extend_from_slice(&chunk[..n]);
+                break;
+            }
+            Ok(Err(e)) => panic!("read failed: {e}"),
+        }
+    }
+    assert!(
+        !raw.is_empty(),
+        "no answer while the client was still sending"
+    );
+    let mut rest = Vec::new();
+    tokio::time::timeout(WAIT, s.read_to_end(&mut rest))
+        .await
+        .unwrap()
+        .unwrap_or(0);
+    raw.extend_from_slice(&rest);
+    assert_eq!(split_response(&raw).0, 408);
+    assert!(started.elapsed() < WAIT);
     cancel.cancel();
     tokio::time::timeout(WAIT, server.stopped()).await.unwrap();
 }
