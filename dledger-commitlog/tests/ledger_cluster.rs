@@ -350,6 +350,27 @@ async fn three_members_commit_fail_over_and_catch_up() {
     for n in &nodes {
         n.shutdown().await;
     }
+    // The whole group restarts from its directories: everything acknowledged is still there,
+    // a leader is elected and serves writes.
+    let t_restart = Instant::now();
+    let nodes = start_all(dir.path(), &peers).await;
+    let leader = wait_leader(&nodes, Duration::from_secs(5)).await;
+    let c2 = nodes[leader]
+        .propose(Bytes::from_static(b"after full restart"))
+        .await
+        .unwrap();
+    assert!(c2.index > c.index);
+    for n in &nodes {
+        wait_committed(n, c2.index, Duration::from_secs(5)).await;
+        check_entries(n, &acked);
+    }
+    println!(
+        "full restart: leader and first commit after {:?}",
+        t_restart.elapsed()
+    );
+    for n in &nodes {
+        n.shutdown().await;
+    }
     // n0's role changes arrived in order (terms never go back), until its first stop (its
     // first change may precede the subscription: it can win the first election during start).
     let mut seen = Vec::new();
