@@ -132,15 +132,6 @@ start_all() {
         exit 0
     fi
 
-    echo "== building (cargo build --bins, dev profile)"
-    (cd "$ROOT" && cargo build --bins -p namesrv -p broker -p tools)
-    for b in mqnamesrv mqbroker mqadmin mqbench; do
-        [ -x "$BIN/$b" ] || {
-            echo "ERROR: $BIN/$b was not built" >&2
-            exit 1
-        }
-    done
-
     mkdir -p "$RUN"
     if [ "$DATA_GIVEN" = 1 ]; then
         mkdir -p "$DATA/conf"
@@ -171,6 +162,15 @@ start_all() {
         echo "ERROR: port(s) already in use on 127.0.0.1: ${busy[*]} (another RocketMQ or an earlier run? try: $0 stop, or: ss -ltnp)" >&2
         exit 1
     fi
+
+    echo "== building (cargo build --bins, dev profile)"
+    (cd "$ROOT" && cargo build --bins -p namesrv -p broker -p tools)
+    for b in mqnamesrv mqbroker mqadmin mqbench; do
+        [ -x "$BIN/$b" ] || {
+            echo "ERROR: $BIN/$b was not built" >&2
+            exit 1
+        }
+    done
 
     echo "== starting mqnamesrv on $NAMESRV_ADDR (log $RUN/namesrv.log)"
     nohup "$BIN/mqnamesrv" --listen "$NAMESRV_ADDR" >"$RUN/namesrv.log" 2>&1 &

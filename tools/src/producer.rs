@@ -38,6 +38,9 @@ pub struct ProducerOptions {
     pub send_timeout: Duration,
     /// Queue count asked for an auto-created topic.
     pub default_topic_queue_nums: i32,
+    /// Pause before retrying after the broker could not be reached at all (no master in
+    /// the route, connection refused): during an election an immediate retry only spins.
+    pub unreachable_retry_backoff: Duration,
 }
 
 impl Default for ProducerOptions {
@@ -48,6 +51,7 @@ impl Default for ProducerOptions {
             retry_indeterminate: true,
             send_timeout: Duration::from_secs(3),
             default_topic_queue_nums: 4,
+            unreachable_retry_backoff: Duration::from_millis(10),
         }
     }
 }
@@ -284,6 +288,15 @@ impl Producer {
                         _ => Verdict::FailDefinite,
                     };
                     tracing::debug!(attempt = attempts, %err, ?verdict, "send attempt failed");
+                    let unreachable = matches!(
+                        &err,
+                        ClientError::NoRoute { .. }
+                            | ClientError::NoWritableQueue { .. }
+                            | ClientError::Remoting(RemotingError::ConnectFailed { .. })
+                    );
+                    if unreachable && attempts <= opts.retry_times {
+                        tokio::time::sleep(opts.unreachable_retry_backoff).await;
+                    }
                     client.invalidate_route(topic);
                     avoid = broker;
                     last = Some(err);

@@ -870,6 +870,12 @@ async fn leadership_transfer(
         [] => bail!("no broker group found"),
         _ => bail!("several broker groups; choose one with -b brokerName"),
     };
+    if g.peers.is_empty() {
+        bail!(
+            "the peers of {} are unknown (its brokers do not report dLegerPeers); pass --peers 'n0-host:port;n1-host:port;...'",
+            g.broker_name
+        );
+    }
     if !g.peers.contains_key(transferee) {
         bail!(
             "{transferee} is not a member of {} (peers: {})",
