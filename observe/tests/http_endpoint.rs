@@ -203,7 +203,6 @@ async fn silent_clients_time_out() {
         .unwrap_or(0);
     raw.extend_from_slice(&rest);
     assert_eq!(split_response(&raw).0, 408);
-    assert!(started.elapsed() < WAIT);
     cancel.cancel();
     tokio::time::timeout(WAIT, server.stopped()).await.unwrap();
 }
