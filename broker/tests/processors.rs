@@ -646,16 +646,11 @@ async fn concurrent_senders_get_dense_per_queue_offsets() {
             let mut offs = Vec::new();
             for i in 0..50 {
                 let r = h
-                    .call(send_v2(
-                        "TopicC",
-                        (t % 2) as i32,
-                        format!("{t}-{i}").as_bytes(),
-                        "",
-                    ))
+                    .call(send_v2("TopicC", t % 2, format!("{t}-{i}").as_bytes(), ""))
                     .await;
                 assert_eq!(r.response_code(), ResponseCode::SUCCESS);
                 offs.push((
-                    (t % 2) as i32,
+                    t % 2,
                     r.ext_field("queueOffset").unwrap().parse::<i64>().unwrap(),
                 ));
             }

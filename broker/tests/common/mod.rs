@@ -55,15 +55,14 @@ impl Harness {
             .await
             .unwrap();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let h = Harness {
+        Harness {
             dir,
             log,
             broker: Some(broker),
             addr,
             client: RemotingClient::new(ClientConfig::default()),
             port,
-        };
-        h
+        }
     }
 
     /// Restarts the broker process state (same directory, same log).

@@ -9,8 +9,10 @@ async fn main() -> anyhow::Result<()> {
         .nth(1)
         .ok_or_else(|| anyhow::anyhow!("usage: it-mqnamesrv PORT"))?
         .parse()?;
-    let mut cfg = namesrv::NameServerConfig::default();
-    cfg.listen_addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let cfg = namesrv::NameServerConfig {
+        listen_addr: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        ..Default::default()
+    };
     let h = NameServer::start(cfg).await?;
     println!(
         "The Name Server boot success. serializeType=JSON, address {}",
