@@ -439,6 +439,11 @@ impl SeqProducer {
         }
     }
 
+    /// The master that acknowledged the last send (None after a failed attempt).
+    pub fn current_master(&self) -> Option<SocketAddr> {
+        self.master
+    }
+
     /// Sends the next sequence number once (one attempt). Returns true when acknowledged.
     pub async fn step(&mut self) -> bool {
         let master = match self.master {

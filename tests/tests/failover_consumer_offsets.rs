@@ -16,11 +16,12 @@ const T: Duration = Duration::from_secs(40);
 async fn mp11_consumer_offsets_across_failover() {
     let mut cl = Cluster::start(&tests::failover_bins!(), "");
     let c = TestClient::new(cl.namesrv);
-    let (m0, _) = wait_master(&c, None, T).await;
-    let old = cl.index_of(&m0).unwrap();
+    wait_master(&c, None, T).await;
     let mut p = SeqProducer::new(cl.namesrv, "FoMP11", 0);
     p.send_n(30, T).await;
-    let master: SocketAddr = m0.parse().unwrap();
+    let master = p.current_master().unwrap();
+    let m0 = master.to_string();
+    let old = cl.index_of(&m0).unwrap();
     assert!(c.commit_offset(master, "FoG", "FoMP11", 0, 10).await);
     // Slaves learn the master address from a registration answer (first periodic one after
     // ≤ 10 s), then sync every second.

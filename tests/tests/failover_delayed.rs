@@ -38,9 +38,12 @@ async fn delivered(c: &TestClient, addr: SocketAddr) -> Option<HashMap<u64, usiz
 async fn mp12_delayed_messages_across_failover() {
     let mut cl = Cluster::start(&tests::failover_bins!(), "");
     let c = TestClient::new(cl.namesrv);
-    let (m0, _) = wait_master(&c, None, T).await;
+    wait_master(&c, None, T).await;
+    let mut warmup = SeqProducer::new(cl.namesrv, "FoMP12Warmup", 0);
+    warmup.send_n(5, T).await;
+    let master = warmup.current_master().unwrap();
+    let m0 = master.to_string();
     let old = cl.index_of(&m0).unwrap();
-    let master: SocketAddr = m0.parse().unwrap();
     // A first batch delivered before the kill, a second one still pending at the kill.
     let mut acked = send_delayed(&c, master, 0, 10).await;
     poll("first batch delivered", T, || async {

@@ -16,10 +16,11 @@ const PAUSE: Duration = Duration::from_secs(5);
 async fn mp03_pause_master() {
     let cl = Cluster::start(&tests::failover_bins!(), "");
     let c = TestClient::new(cl.namesrv);
-    let (m0, _) = wait_master(&c, None, T).await;
-    let old = cl.index_of(&m0).unwrap();
+    wait_master(&c, None, T).await;
     let mut p = SeqProducer::new(cl.namesrv, "FoMP03", 0);
     p.send_n(50, T).await;
+    let m0 = p.current_master().unwrap().to_string();
+    let old = cl.index_of(&m0).unwrap();
 
     cl.pause(old);
     let paused = Instant::now();

@@ -27,8 +27,9 @@ async fn failover_timing() {
     let mut to_register = Vec::new();
     let mut to_send = Vec::new();
     for run in 0..5 {
-        let (m0, _) = wait_master(&c, None, T).await;
+        wait_master(&c, None, T).await;
         p.send_n(20, T).await;
+        let m0 = p.current_master().unwrap().to_string();
         let old = cl.index_of(&m0).unwrap();
         let killed = Instant::now();
         cl.kill9(old);
