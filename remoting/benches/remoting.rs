@@ -237,7 +237,8 @@ fn report() {
     println!("\n== summary (mean over all measured iterations) ==");
     for name in ["codec/json", "codec/rocketmq"] {
         if let Some(t) = per_op(name) {
-            println!("{name}: {:.3} us per encode+decode", t * 1e6);
+            let ops = r.get(name).map(|x| x.1).unwrap_or(0);
+            println!("{name}: {:.3} us per encode+decode (ops {ops})", t * 1e6);
         }
     }
     for inflight in [1, 64] {

@@ -14,6 +14,7 @@ use crate::code::LanguageCode;
 use crate::command::{ExtFields, RemotingCommand};
 use crate::error::WireHeaderError;
 use crate::frame::SerializeType;
+use crate::header::json_fast;
 
 /// Writes the header JSON of `cmd` into `dst`.
 pub fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
@@ -110,7 +111,18 @@ fn put_str(dst: &mut BytesMut, s: &str) {
 }
 
 /// Parses header JSON leniently into a command (body empty, serialize type JSON).
+///
+/// The common shape goes through a hand-written parser (`json_fast`); anything it is not sure
+/// about, and every error, goes through the general serde-based parser below.
 pub fn decode(bytes: &[u8]) -> Result<RemotingCommand, WireHeaderError> {
+    match json_fast::decode(bytes) {
+        Some(cmd) => Ok(cmd),
+        None => decode_general(bytes),
+    }
+}
+
+/// The general lenient parser (serde_json), the reference for every §4.3 rule.
+pub(crate) fn decode_general(bytes: &[u8]) -> Result<RemotingCommand, WireHeaderError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let cmd = de
         .deserialize_map(HeaderVisitor)

@@ -4,3 +4,4 @@
 
 pub mod binary;
 pub mod json;
+mod json_fast;
