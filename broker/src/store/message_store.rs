@@ -255,11 +255,12 @@ impl MessageStore {
                 }
                 let mut fut = self.log.propose(rec.split().freeze());
                 match poll_once(&mut fut).await {
-                    Poll::Ready(Err(e)) => {
+                    // Only a definite refusal means nothing was appended.
+                    Poll::Ready(Err(e)) if !e.is_indeterminate() => {
                         failure = Some(e);
                         break;
                     }
-                    Poll::Ready(Ok(p)) => pending.push(Proposal::Done(Ok(p))),
+                    Poll::Ready(r) => pending.push(Proposal::Done(r)),
                     Poll::Pending => pending.push(Proposal::Waiting(fut)),
                 }
                 accepted += 1;
@@ -600,5 +601,153 @@ pub fn propose_error(e: ProposeFailure) -> BrokerError {
             BrokerError::AppendIndeterminate("in-sync replicas not enough".into())
         }
         ProposeFailure::TermChanged => BrokerError::AppendIndeterminate("UNKNOWN_ERROR".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+    use crate::store::commit_log::{CommitMark, LedgerRole, LogEntry, LogRoleState, ProposeFuture};
+    use crate::store::mem_log::MemLog;
+
+    /// MemLog whose proposals number `fail_at` append (and commit) but answer `Timeout`.
+    struct TimeoutOnce {
+        inner: MemLog,
+        n: AtomicUsize,
+        fail_at: usize,
+    }
+
+    impl ReplicatedLog for TimeoutOnce {
+        fn propose(&self, body: Bytes) -> ProposeFuture {
+            let f = self.inner.propose(body);
+            let fail = self.n.fetch_add(1, Ordering::SeqCst) == self.fail_at;
+            Box::pin(async move {
+                let r = f.await;
+                if fail && r.is_ok() {
+                    Err(ProposeFailure::Timeout)
+                } else {
+                    r
+                }
+            })
+        }
+        fn role(&self) -> watch::Receiver<LogRoleState> {
+            self.inner.role()
+        }
+        fn committed(&self) -> watch::Receiver<CommitMark> {
+            self.inner.committed()
+        }
+        fn committed_entry(&self, index: i64) -> Result<Option<LogEntry>, String> {
+            self.inner.committed_entry(index)
+        }
+        fn read_message(&self, phys: i64) -> Option<Bytes> {
+            self.inner.read_message(phys)
+        }
+        fn begin_index(&self) -> i64 {
+            self.inner.begin_index()
+        }
+        fn end_index(&self) -> i64 {
+            self.inner.end_index()
+        }
+        fn shutdown(&self) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+            self.inner.shutdown()
+        }
+    }
+
+    fn record(topic: &str) -> BytesMut {
+        use crate::message::record::{encode_record, MagicPolicy, MessageLimits, RecordFields};
+        let host: SocketAddr = "127.0.0.1:10911".parse().unwrap();
+        let f = RecordFields {
+            queue_id: 0,
+            flag: 0,
+            queue_offset: 0,
+            physical_offset: 0,
+            sys_flag: 0,
+            born_timestamp: 1,
+            born_host: host,
+            store_timestamp: 2,
+            store_host: host,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: b"x",
+            topic,
+            properties: b"",
+        };
+        let mut b = BytesMut::new();
+        encode_record(&f, &MessageLimits::default(), MagicPolicy::Auto, &mut b).unwrap();
+        b
+    }
+
+    fn cfg(dir: &std::path::Path) -> BrokerConfig {
+        let mut c = BrokerConfig::default();
+        c.store_path_root_dir = dir.to_path_buf();
+        c
+    }
+
+    #[tokio::test]
+    async fn a_refused_append_consumes_no_queue_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = MemLog::new_follower();
+        let host = "127.0.0.1:10911".parse().unwrap();
+        let store = MessageStore::open(&cfg(dir.path()), Arc::new(log.clone()), host).unwrap();
+        let e = store
+            .put_records("T", 0, vec![record("T")], true)
+            .await
+            .unwrap_err();
+        assert!(matches!(
+            e,
+            BrokerError::AppendRefused(AppendRefusal::NotLeader)
+        ));
+        log.set_role(LedgerRole::Leader, 1);
+        let r = store
+            .put_records("T", 0, vec![record("T")], true)
+            .await
+            .unwrap();
+        assert_eq!(r.first_queue_offset, 0);
+        store.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn an_indeterminate_append_keeps_its_offset_and_it_is_never_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = TimeoutOnce {
+            inner: MemLog::new_leader(),
+            n: AtomicUsize::new(0),
+            fail_at: 1,
+        };
+        let host = "127.0.0.1:10911".parse().unwrap();
+        let store = MessageStore::open(&cfg(dir.path()), Arc::new(log), host).unwrap();
+        assert_eq!(
+            store
+                .put_records("T", 0, vec![record("T")], true)
+                .await
+                .unwrap()
+                .first_queue_offset,
+            0
+        );
+        let e = store
+            .put_records("T", 0, vec![record("T")], true)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, BrokerError::AppendIndeterminate(_)), "{e:?}");
+        // The timed-out entry committed with offset 1; the next message gets 2.
+        assert_eq!(
+            store
+                .put_records("T", 0, vec![record("T")], true)
+                .await
+                .unwrap()
+                .first_queue_offset,
+            2
+        );
+        let mut rx = store.dispatched();
+        tokio::time::timeout(Duration::from_secs(5), rx.wait_for(|m| m.index >= 2))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(store.max_offset("T", 0), 3);
+        let r = store.get_messages("T", 0, 0, 32, 1 << 20, true, &|_| true);
+        assert_eq!(r.message_count, 3);
+        store.shutdown().await;
     }
 }
