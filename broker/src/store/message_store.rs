@@ -680,9 +680,10 @@ mod tests {
     }
 
     fn cfg(dir: &std::path::Path) -> BrokerConfig {
-        let mut c = BrokerConfig::default();
-        c.store_path_root_dir = dir.to_path_buf();
-        c
+        BrokerConfig {
+            store_path_root_dir: dir.to_path_buf(),
+            ..BrokerConfig::default()
+        }
     }
 
     #[tokio::test]
