@@ -86,7 +86,10 @@ fn spawn_logged(cmd: &mut Command, log: &Path) -> Child {
     let err = out.try_clone().unwrap();
     cmd.stdout(Stdio::from(out))
         .stderr(Stdio::from(err))
-        .env("RUST_LOG", std::env::var("FAILOVER_RUST_LOG").unwrap_or_else(|_| "info".into()))
+        .env(
+            "RUST_LOG",
+            std::env::var("FAILOVER_RUST_LOG").unwrap_or_else(|_| "info".into()),
+        )
         .spawn()
         .unwrap()
 }
@@ -157,7 +160,10 @@ impl Cluster {
     pub fn start_member(&mut self, i: usize) {
         let m = &mut self.members[i];
         assert!(m.child.is_none(), "member {i} already running");
-        let child = spawn_logged(Command::new(&self.broker_bin).arg("-c").arg(&m.conf), &m.log);
+        let child = spawn_logged(
+            Command::new(&self.broker_bin).arg("-c").arg(&m.conf),
+            &m.log,
+        );
         m.child = Some(child);
     }
 
@@ -181,7 +187,9 @@ impl Cluster {
 
     /// Member index listening on `addr`.
     pub fn index_of(&self, addr: &str) -> Option<usize> {
-        self.members.iter().position(|m| m.addr().to_string() == addr)
+        self.members
+            .iter()
+            .position(|m| m.addr().to_string() == addr)
     }
 
     /// Tail of a member's log (for failure messages).
@@ -199,7 +207,10 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         for m in &mut self.members {
             if let Some(mut c) = m.child.take() {
-                let _ = Command::new("kill").arg("-CONT").arg(c.id().to_string()).status();
+                let _ = Command::new("kill")
+                    .arg("-CONT")
+                    .arg(c.id().to_string())
+                    .status();
                 let _ = c.kill();
                 let _ = c.wait();
             }
@@ -208,7 +219,10 @@ impl Drop for Cluster {
         if std::env::var_os("FAILOVER_KEEP").is_some() {
             let p = self.dir.path().to_path_buf();
             eprintln!("keeping {}", p.display());
-            std::mem::forget(std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap()));
+            std::mem::forget(std::mem::replace(
+                &mut self.dir,
+                tempfile::tempdir().unwrap(),
+            ));
         }
     }
 }
@@ -245,7 +259,11 @@ impl TestClient {
             accept_standard_json_only: Some(true),
         };
         let req = RemotingCommand::request(RequestCode::GET_ROUTEINFO_BY_TOPIC, &h);
-        let resp = self.client.invoke(self.namesrv, req, RPC_TIMEOUT).await.ok()?;
+        let resp = self
+            .client
+            .invoke(self.namesrv, req, RPC_TIMEOUT)
+            .await
+            .ok()?;
         if resp.response_code() != ResponseCode::SUCCESS {
             return None;
         }
@@ -275,7 +293,14 @@ impl TestClient {
     }
 
     /// One send attempt to `addr`.
-    pub async fn send(&self, addr: SocketAddr, topic: &str, queue_id: i32, body: &[u8], props: &str) -> SendOutcome {
+    pub async fn send(
+        &self,
+        addr: SocketAddr,
+        topic: &str,
+        queue_id: i32,
+        body: &[u8],
+        props: &str,
+    ) -> SendOutcome {
         let h = SendMessageRequestHeaderV2 {
             producer_group: "FoProducer".into(),
             topic: topic.into(),
@@ -295,9 +320,11 @@ impl TestClient {
         let req = RemotingCommand::request(RequestCode::SEND_MESSAGE_V2, &h)
             .with_body(Bytes::copy_from_slice(body));
         match self.client.invoke(addr, req, RPC_TIMEOUT).await {
-            Ok(r) if r.response_code() == ResponseCode::SUCCESS => {
-                SendOutcome::Acked(r.ext_field("queueOffset").and_then(|v| v.parse().ok()).unwrap_or(-1))
-            }
+            Ok(r) if r.response_code() == ResponseCode::SUCCESS => SendOutcome::Acked(
+                r.ext_field("queueOffset")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(-1),
+            ),
             Ok(r) if r.code() == 1 => SendOutcome::Indeterminate,
             Ok(r) => SendOutcome::Refused(r.code()),
             Err(remoting::RemotingError::ConnectFailed { .. }) => SendOutcome::Refused(-1),
@@ -306,7 +333,12 @@ impl TestClient {
     }
 
     /// Every message of a queue on `addr` (committed data, any role).
-    pub async fn pull_all(&self, addr: SocketAddr, topic: &str, queue_id: i32) -> Option<Vec<StoredMessage>> {
+    pub async fn pull_all(
+        &self,
+        addr: SocketAddr,
+        topic: &str,
+        queue_id: i32,
+    ) -> Option<Vec<StoredMessage>> {
         let mut out = Vec::new();
         let mut offset = 0;
         loop {
@@ -343,7 +375,14 @@ impl TestClient {
     }
 
     /// UPDATE_CONSUMER_OFFSET on `addr`.
-    pub async fn commit_offset(&self, addr: SocketAddr, group: &str, topic: &str, queue_id: i32, offset: i64) -> bool {
+    pub async fn commit_offset(
+        &self,
+        addr: SocketAddr,
+        group: &str,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+    ) -> bool {
         let h = UpdateConsumerOffsetRequestHeader {
             consumer_group: group.into(),
             topic: topic.into(),
@@ -356,7 +395,13 @@ impl TestClient {
     }
 
     /// QUERY_CONSUMER_OFFSET on `addr` (None when not found or unreachable).
-    pub async fn query_offset(&self, addr: SocketAddr, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
+    pub async fn query_offset(
+        &self,
+        addr: SocketAddr,
+        group: &str,
+        topic: &str,
+        queue_id: i32,
+    ) -> Option<i64> {
         let h = QueryConsumerOffsetRequestHeader {
             consumer_group: group.into(),
             topic: topic.into(),
@@ -384,14 +429,21 @@ where
         if let Some(v) = f().await {
             return v;
         }
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
 /// Waits for a master of the group in `TBW102`'s route (registered brokers always carry it),
 /// optionally different from `not`; returns its address and when it was seen.
-pub async fn wait_master(c: &TestClient, not: Option<&str>, timeout: Duration) -> (String, Instant) {
+pub async fn wait_master(
+    c: &TestClient,
+    not: Option<&str>,
+    timeout: Duration,
+) -> (String, Instant) {
     poll("a registered master", timeout, || async {
         let m = c.master("TBW102").await?;
         if Some(m.as_str()) == not {
@@ -404,7 +456,11 @@ pub async fn wait_master(c: &TestClient, not: Option<&str>, timeout: Duration) -
 
 /// Sequence number carried in the body (`seq-<n>`).
 pub fn seq_of(m: &StoredMessage) -> Option<u64> {
-    std::str::from_utf8(&m.body).ok()?.strip_prefix("seq-")?.parse().ok()
+    std::str::from_utf8(&m.body)
+        .ok()?
+        .strip_prefix("seq-")?
+        .parse()
+        .ok()
 }
 
 /// The producer side of a run: which sequence numbers were acknowledged (and where) and
@@ -467,7 +523,11 @@ impl SeqProducer {
         };
         let seq = self.next;
         let body = format!("seq-{seq}");
-        match self.client.send(master, &self.topic, self.queue_id, body.as_bytes(), "").await {
+        match self
+            .client
+            .send(master, &self.topic, self.queue_id, body.as_bytes(), "")
+            .await
+        {
             SendOutcome::Acked(off) => {
                 self.history.acked.insert(seq, off);
                 self.next += 1;
@@ -494,7 +554,11 @@ impl SeqProducer {
         let deadline = Instant::now() + timeout;
         let mut first = None;
         while self.next < target {
-            assert!(Instant::now() < deadline, "sends did not resume within {timeout:?} (acked {} of {n})", n - (target - self.next));
+            assert!(
+                Instant::now() < deadline,
+                "sends did not resume within {timeout:?} (acked {} of {n})",
+                n - (target - self.next)
+            );
             if self.step().await && first.is_none() {
                 first = Some(Instant::now());
             }
@@ -512,7 +576,11 @@ pub fn check_history(h: &History, log: &[StoredMessage]) -> Result<(), String> {
         let at = log.iter().find(|m| m.queue_offset == *off);
         match at.and_then(seq_of) {
             Some(s) if s == *seq => {}
-            other => return Err(format!("acked seq {seq} at queue offset {off}: found {other:?}")),
+            other => {
+                return Err(format!(
+                    "acked seq {seq} at queue offset {off}: found {other:?}"
+                ))
+            }
         }
     }
     for w in seqs.windows(2) {
@@ -523,12 +591,17 @@ pub fn check_history(h: &History, log: &[StoredMessage]) -> Result<(), String> {
     let mut seen = HashSet::new();
     for s in &seqs {
         if !seen.insert(*s) && !h.indeterminate.contains(s) {
-            return Err(format!("seq {s} duplicated without an indeterminate answer"));
+            return Err(format!(
+                "seq {s} duplicated without an indeterminate answer"
+            ));
         }
     }
     for (i, m) in log.iter().enumerate() {
         if m.queue_offset != i as i64 {
-            return Err(format!("queue offsets not dense at {i}: {}", m.queue_offset));
+            return Err(format!(
+                "queue offsets not dense at {i}: {}",
+                m.queue_offset
+            ));
         }
     }
     Ok(())

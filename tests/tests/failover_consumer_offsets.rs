@@ -25,7 +25,10 @@ async fn mp11_consumer_offsets_across_failover() {
     assert!(c.commit_offset(master, "FoG", "FoMP11", 0, 10).await);
     // Slaves learn the master address from a registration answer (first periodic one after
     // ≤ 10 s), then sync every second.
-    let slaves: Vec<SocketAddr> = (0..3).filter(|i| *i != old).map(|i| cl.members[i].addr()).collect();
+    let slaves: Vec<SocketAddr> = (0..3)
+        .filter(|i| *i != old)
+        .map(|i| cl.members[i].addr())
+        .collect();
     for s in &slaves {
         poll("offset synced to slave", T, || async {
             (c.query_offset(*s, "FoG", "FoMP11", 0).await == Some(10)).then_some(())
@@ -36,8 +39,14 @@ async fn mp11_consumer_offsets_across_failover() {
     cl.kill9(old);
     let (m1, _) = wait_master(&c, Some(&m0), T).await;
     let new_master: SocketAddr = m1.parse().unwrap();
-    let off = poll("offset on the new master", T, || c.query_offset(new_master, "FoG", "FoMP11", 0)).await;
-    assert!((10..=15).contains(&off), "new master offset {off} outside [10, 15]");
+    let off = poll("offset on the new master", T, || {
+        c.query_offset(new_master, "FoG", "FoMP11", 0)
+    })
+    .await;
+    assert!(
+        (10..=15).contains(&off),
+        "new master offset {off} outside [10, 15]"
+    );
     eprintln!("MP-11: new master {m1} resumes the group at offset {off} (last commit 15)");
 
     // Fail back: the restarted node becomes a slave and follows the new master's offsets.

@@ -16,7 +16,10 @@ async fn send_delayed(c: &TestClient, master: SocketAddr, from: u64, n: u64) -> 
     let props = "DELAY\u{1}1\u{2}";
     let mut acked = Vec::new();
     for seq in from..from + n {
-        if let SendOutcome::Acked(_) = c.send(master, "FoMP12", 0, format!("seq-{seq}").as_bytes(), props).await {
+        if let SendOutcome::Acked(_) = c
+            .send(master, "FoMP12", 0, format!("seq-{seq}").as_bytes(), props)
+            .await
+        {
             acked.push(seq);
         }
     }
@@ -52,19 +55,30 @@ async fn mp12_delayed_messages_across_failover() {
     })
     .await;
     acked.extend(send_delayed(&c, master, 10, 10).await);
-    assert!(acked.len() >= 15, "too few delayed sends acknowledged: {}", acked.len());
+    assert!(
+        acked.len() >= 15,
+        "too few delayed sends acknowledged: {}",
+        acked.len()
+    );
     cl.kill9(old);
     let (m1, _) = wait_master(&c, Some(&m0), T).await;
     let new_master: SocketAddr = m1.parse().unwrap();
-    let d = poll("all delayed messages delivered by the new master", T, || async {
-        let d = delivered(&c, new_master).await?;
-        acked.iter().all(|s| d.contains_key(s)).then_some(d)
-    })
+    let d = poll(
+        "all delayed messages delivered by the new master",
+        T,
+        || async {
+            let d = delivered(&c, new_master).await?;
+            acked.iter().all(|s| d.contains_key(s)).then_some(d)
+        },
+    )
     .await;
     for s in &acked {
         let n = d[s];
         assert!((1..=2).contains(&n), "seq {s} delivered {n} times");
     }
     let dups = acked.iter().filter(|s| d[*s] == 2).count();
-    eprintln!("MP-12: {} delayed messages delivered, {dups} twice", acked.len());
+    eprintln!(
+        "MP-12: {} delayed messages delivered, {dups} twice",
+        acked.len()
+    );
 }

@@ -37,6 +37,7 @@ async fn mp07_kill_all_and_restart() {
             (got.len() == reference.len()).then_some(got)
         })
         .await;
-        check_history(&p.history, &got).unwrap_or_else(|e| panic!("member {i}: {e}\n{}", cl.log_tail(i)));
+        check_history(&p.history, &got)
+            .unwrap_or_else(|e| panic!("member {i}: {e}\n{}", cl.log_tail(i)));
     }
 }

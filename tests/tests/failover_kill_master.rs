@@ -38,7 +38,10 @@ async fn mp01_kill_master_under_sends_then_rejoin() {
     // Rejoins as a slave (non-zero id) ...
     poll("old master registered as slave", T, || async {
         let addrs = c.addrs("TBW102").await;
-        addrs.iter().any(|(id, a)| *id != 0 && *a == m0).then_some(())
+        addrs
+            .iter()
+            .any(|(id, a)| *id != 0 && *a == m0)
+            .then_some(())
     })
     .await;
     p.send_n(50, T).await;
@@ -52,7 +55,8 @@ async fn mp01_kill_master_under_sends_then_rejoin() {
             (got.len() == reference.len()).then_some(got)
         })
         .await;
-        check_history(&p.history, &got).unwrap_or_else(|e| panic!("member {i}: {e}\n{}", cl.log_tail(i)));
+        check_history(&p.history, &got)
+            .unwrap_or_else(|e| panic!("member {i}: {e}\n{}", cl.log_tail(i)));
     }
     eprintln!(
         "MP-01: acked {}, indeterminate {}, refused attempts {}",

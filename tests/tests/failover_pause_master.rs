@@ -29,11 +29,15 @@ async fn mp03_pause_master() {
     let left = PAUSE.saturating_sub(paused.elapsed());
     tokio::time::sleep(left).await; // the pause length is the scenario, not a synchronisation
     cl.resume(old);
-    eprintln!("MP-03: new master {m1} registered {:?} after SIGSTOP", elected.duration_since(paused));
+    eprintln!(
+        "MP-03: new master {m1} registered {:?} after SIGSTOP",
+        elected.duration_since(paused)
+    );
 
     poll("resumed node registered as slave", T, || async {
         let addrs = c.addrs("TBW102").await;
-        (addrs.get(&0) == Some(&m1) && addrs.iter().any(|(id, a)| *id != 0 && *a == m0)).then_some(())
+        (addrs.get(&0) == Some(&m1) && addrs.iter().any(|(id, a)| *id != 0 && *a == m0))
+            .then_some(())
     })
     .await;
     p.send_n(50, T).await;

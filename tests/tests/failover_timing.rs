@@ -55,11 +55,21 @@ async fn failover_timing() {
         cl.start_member(old);
         poll("old master back as slave", T, || async {
             let addrs = c.addrs("TBW102").await;
-            addrs.iter().any(|(id, a)| *id != 0 && *a == m0).then_some(())
+            addrs
+                .iter()
+                .any(|(id, a)| *id != 0 && *a == m0)
+                .then_some(())
         })
         .await;
     }
-    let log = c.pull_all(c.master("TBW102").await.unwrap().parse().unwrap(), "FoTiming", 0).await.unwrap();
+    let log = c
+        .pull_all(
+            c.master("TBW102").await.unwrap().parse().unwrap(),
+            "FoTiming",
+            0,
+        )
+        .await
+        .unwrap();
     check_history(&p.history, &log).unwrap();
     let (rm, rx) = stats(&mut to_register);
     let (sm, sx) = stats(&mut to_send);
