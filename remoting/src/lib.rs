@@ -26,7 +26,9 @@
 //! * Every incoming frame is routed by its RESPONSE bit first; oneway requests are never
 //!   answered; a response uses the serialization of its request.
 //! * extFields values are always written as strings (Go client); JSON headers are written
-//!   exactly as Java writes them and read leniently (C++/Go/JS clients).
+//!   exactly as Java writes them and read leniently (C++/Go/JS clients). The common header
+//!   shape is read by a hand-written parser (header/json_fast.rs) that gives up on anything
+//!   unusual; the serde-based parser then decides, so both always agree.
 //! * Every channel is bounded, every call has a timeout, no std lock is held across `.await`.
 //!
 //! # Usage
