@@ -118,6 +118,10 @@ pub fn decode(bytes: &[u8]) -> Result<RemotingCommand, WireHeaderError> {
         buf: r.take(ext_len)?,
         pos: 0,
     };
+    // This crate writes keys sorted (other writers may not): strictly increasing keys are
+    // built into the map in one pass, anything else by inserts in order (last one wins).
+    let mut items: Vec<(String, String)> = Vec::with_capacity(16);
+    let mut sorted = true;
     while map.remaining() > 0 {
         let klen = map.i16()?;
         let klen = map.len("key", i64::from(klen))?;
@@ -126,8 +130,16 @@ pub fn decode(bytes: &[u8]) -> Result<RemotingCommand, WireHeaderError> {
         let vlen = map.len("value", i64::from(vlen))?;
         let value = map.text("value", vlen)?;
         if !key.is_empty() && !value.is_empty() {
-            ext.insert(key, value);
+            if let Some((last, _)) = items.last() {
+                sorted &= *last < key;
+            }
+            items.push((key, value));
         }
+    }
+    if sorted {
+        ext = items.into_iter().collect();
+    } else {
+        ext.extend(items);
     }
     // Bytes after the map area are ignored, like Java (it reads fields, not to the end).
     Ok(RemotingCommand::from_parts(
@@ -149,6 +161,33 @@ mod tests {
         assert_eq!(decode(&b).unwrap(), cmd);
         for cut in 0..b.len() {
             assert!(decode(&b[..cut]).is_err(), "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn unsorted_and_duplicate_keys_read_like_inserts_in_order() {
+        for pairs in [
+            &[("b", "1"), ("a", "2"), ("b", "3"), ("c", "")][..],
+            &[("a", "1"), ("b", "2"), ("b", "3")][..],
+            &[("a", "1"), ("", "x"), ("b", "2")][..],
+        ] {
+            let mut b = BytesMut::new();
+            encode(&RemotingCommand::success(), &mut b);
+            b.truncate(b.len() - 4);
+            let mut map = BytesMut::new();
+            let mut expected = ExtFields::new();
+            for (k, v) in pairs {
+                map.put_i16(k.len() as i16);
+                map.put_slice(k.as_bytes());
+                map.put_i32(v.len() as i32);
+                map.put_slice(v.as_bytes());
+                if !k.is_empty() && !v.is_empty() {
+                    expected.insert((*k).to_owned(), (*v).to_owned());
+                }
+            }
+            b.put_i32(map.len() as i32);
+            b.put_slice(&map);
+            assert_eq!(decode(&b).unwrap().ext_fields(), &expected, "{pairs:?}");
         }
     }
 
