@@ -163,12 +163,20 @@ impl<L: RaftLog> Node<L> {
         let now = self.now_ms;
         let (begin, end) = (self.log.begin_index(), self.log.end_index());
         let Some(d) = self.dispatch(peer) else { return };
-        match d.state.clone() {
-            DispatchState::Compare {
+        // Match by value only for the small states: cloning APPEND would copy its in-flight map
+        // on every input.
+        let state = match &d.state {
+            DispatchState::Append { .. } => None,
+            other => Some(other.clone()),
+        };
+        match state {
+            None => self.pump_append(peer),
+            Some(DispatchState::Append { .. }) => self.pump_append(peer),
+            Some(DispatchState::Compare {
                 index,
                 waiting,
                 retry_ms,
-            } => {
+            }) => {
                 if waiting || now < retry_ms || end < begin {
                     return;
                 }
@@ -180,11 +188,11 @@ impl<L: RaftLog> Node<L> {
                 };
                 self.send_single(peer, PushType::COMPARE, ci);
             }
-            DispatchState::Truncate {
+            Some(DispatchState::Truncate {
                 index,
                 waiting,
                 retry_ms,
-            } => {
+            }) => {
                 if waiting || now < retry_ms {
                     return;
                 }
@@ -195,7 +203,6 @@ impl<L: RaftLog> Node<L> {
                 };
                 self.send_single(peer, PushType::TRUNCATE, index);
             }
-            DispatchState::Append { .. } => self.pump_append(peer),
         }
     }
 

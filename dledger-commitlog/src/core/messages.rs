@@ -214,15 +214,31 @@ mod base64_bytes {
     pub fn serialize<S: Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(b))
     }
+    /// Decodes straight from the (usually borrowed) JSON string: no intermediate `String`.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
-        let s: Option<String> = Option::deserialize(d)?;
-        match s {
-            None => Ok(Bytes::new()),
-            Some(s) => base64::engine::general_purpose::STANDARD
-                .decode(s.as_bytes())
-                .map(Bytes::from)
-                .map_err(de::Error::custom),
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Bytes;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a base64 string or null")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Bytes, E> {
+                base64::engine::general_purpose::STANDARD
+                    .decode(v.as_bytes())
+                    .map(Bytes::from)
+                    .map_err(E::custom)
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Bytes, E> {
+                Ok(Bytes::new())
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Bytes, E> {
+                Ok(Bytes::new())
+            }
+            fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Bytes, D2::Error> {
+                d.deserialize_str(V)
+            }
         }
+        d.deserialize_option(V)
     }
 }
 
@@ -613,7 +629,7 @@ impl Request {
         match self {
             Request::Vote(r) => encode(r),
             Request::HeartBeat(r) => encode(r),
-            Request::Push(r) => encode(r),
+            Request::Push(r) => super::push_json::encode_push_request(r),
             Request::LeadershipTransfer(r) => encode(r),
         }
     }
