@@ -143,12 +143,12 @@ impl RoleMachine {
         self.newest_term = term;
         self.marks = marks;
         match role {
-            LedgerRole::Follower => self.to_slave(term),
+            LedgerRole::Follower => self.become_slave(term),
             LedgerRole::Candidate => {
                 if self.state == BrokerState::Slave {
                     Vec::new()
                 } else {
-                    self.to_slave(term)
+                    self.become_slave(term)
                 }
             }
             LedgerRole::Leader => match self.state {
@@ -163,7 +163,7 @@ impl RoleMachine {
                         || matches!(self.state, BrokerState::Master { .. })
                     {
                         // A master of an older term must stop writing before catching up.
-                        out.extend(self.to_slave(term));
+                        out.extend(self.become_slave(term));
                     }
                     self.state = BrokerState::CatchingUp {
                         term,
@@ -182,7 +182,7 @@ impl RoleMachine {
         self.check_caught_up(now_ms)
     }
 
-    fn to_slave(&mut self, term: i64) -> Vec<RoleCommand> {
+    fn become_slave(&mut self, term: i64) -> Vec<RoleCommand> {
         self.state = BrokerState::Slave;
         vec![RoleCommand::ChangeToSlave {
             term,
