@@ -144,6 +144,14 @@ impl NamesrvClient {
             tokio::select! {
                 _ = self.ctx.shutdown.cancelled() => break,
                 _ = tokio::time::sleep(period) => {}
+                // Java sends the registration that follows a role change oneway
+                // (broker-roles.md §4) and only the periodic one two-way. Here every
+                // registration is two-way on purpose: the same wake serves role changes and
+                // topic creation, and a broker that just became a slave learns `masterAddr`
+                // (which slave synchronisation needs, see `RoleView::master_addr`) only from
+                // this answer; a oneway call would leave it without a master until the next
+                // periodic registration (30 s by default). The name server handles both
+                // forms identically, so the only cost is waiting for the answer.
                 _ = self.ctx.register_now.notified() => {}
             }
             if self.ctx.shutdown.is_cancelled() {

@@ -1,18 +1,20 @@
 //! Admin and broker-to-broker requests: UPDATE_AND_CREATE_TOPIC (17), GET_ALL_TOPIC_CONFIG
 //! (21), GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45),
 //! GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), GET_BROKER_RUNTIME_INFO (28), GET_BROKER_CONFIG
-//! (26) (remoting.md §11.7-§11.8).
+//! (26), DELETE_TOPIC_IN_BROKER (215) (remoting.md §11.7-§11.8).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use remoting::headers::CreateTopicRequestHeader;
+use remoting::headers::{CreateTopicRequestHeader, DeleteTopicRequestHeader};
 use remoting::{ConnectionHandle, RemotingCommand};
 
 use crate::context::{now_ms, BrokerContext, ServingRole};
 use crate::error::BrokerError;
 use crate::message::topic as names;
+use crate::store::commit_log::{LedgerRole, ReplicatedLog};
 use crate::store::topics::topic_config;
+use dledger_commitlog::runtime::LedgerRole as RtRole;
 
 /// UPDATE_AND_CREATE_TOPIC: persist, then re-register with the name servers at once.
 pub async fn update_and_create_topic(
@@ -40,6 +42,28 @@ pub async fn update_and_create_topic(
     cfg.topic_sys_flag = h.topic_sys_flag.unwrap_or(0);
     cfg.order = h.order;
     ctx.topics.update(cfg)?;
+    ctx.register_now.notify_one();
+    Ok(RemotingCommand::success())
+}
+
+/// DELETE_TOPIC_IN_BROKER (215), as Java: drop the topic config (persisted), its consume
+/// queues and queue-offset counters, and every consumer offset on it; then re-register so
+/// the name servers drop the route. Any topic may be deleted (Java does not refuse system
+/// topics either). Deleting an unknown topic succeeds.
+pub async fn delete_topic_in_broker(
+    ctx: Arc<BrokerContext>,
+    _conn: ConnectionHandle,
+    req: RemotingCommand,
+) -> Result<RemotingCommand, BrokerError> {
+    let h: DeleteTopicRequestHeader = req.decode_header()?;
+    names::validate_topic(&h.topic)?;
+    let existed = ctx.topics.remove(&h.topic)?.is_some();
+    ctx.store.delete_topic(&h.topic).await?;
+    ctx.offsets.remove_topic(&h.topic);
+    if let Err(e) = ctx.offsets.persist() {
+        tracing::warn!(topic = h.topic, error = %e, "persisting consumer offsets after topic delete failed");
+    }
+    tracing::info!(topic = h.topic, existed, "topic deleted");
     ctx.register_now.notify_one();
     Ok(RemotingCommand::success())
 }
@@ -139,8 +163,58 @@ pub async fn get_broker_runtime_info(
     put_kv("putMessageTimesTotal", put.to_string());
     put_kv("dLedgerCommittedIndex", marks.committed_index.to_string());
     put_kv("dLedgerEndIndex", marks.ledger_end_index.to_string());
+    for (k, v) in dledger_runtime_keys(st.log().as_ref()) {
+        t.insert(k, v);
+    }
     let body = serde_json::json!({ "table": t }).to_string();
     Ok(RemotingCommand::success().with_body(body))
+}
+
+/// The DLedger member keys of GET_BROKER_RUNTIME_INFO that `mqadmin dledgerStatus` reads:
+/// role, term, leader, indexes, and on the leader `dledgerPeerWaterMark_<id>` /
+/// `dledgerPeerLag_<id>` per peer. Taken from the ledger status when the log has one,
+/// otherwise from the role watch and the log's own indexes (no peer keys).
+pub fn dledger_runtime_keys(log: &dyn ReplicatedLog) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut kv = |k: &str, v: String| out.push((k.to_owned(), v));
+    match log.status() {
+        Some(s) => {
+            let role = match s.role {
+                RtRole::Leader => "LEADER",
+                RtRole::Follower => "FOLLOWER",
+                RtRole::Candidate => "CANDIDATE",
+            };
+            kv("dledgerRole", role.into());
+            kv("dledgerTerm", s.term.to_string());
+            kv("dledgerLeaderId", s.leader_id.unwrap_or_default());
+            kv("dledgerBeginIndex", s.begin_index.to_string());
+            kv("dledgerEndIndex", s.end_index.to_string());
+            kv("dledgerCommittedIndex", s.committed_index.to_string());
+            for p in &s.peers {
+                kv(
+                    &format!("dledgerPeerWaterMark_{}", p.id),
+                    p.match_index.to_string(),
+                );
+                kv(&format!("dledgerPeerLag_{}", p.id), p.lag.to_string());
+            }
+        }
+        None => {
+            let r = log.role().borrow().clone();
+            let role = match r.role {
+                LedgerRole::Leader => "LEADER",
+                LedgerRole::Follower => "FOLLOWER",
+                LedgerRole::Candidate => "CANDIDATE",
+            };
+            kv("dledgerRole", role.into());
+            kv("dledgerTerm", r.term.to_string());
+            kv("dledgerLeaderId", r.leader_id.unwrap_or_default());
+            kv("dledgerBeginIndex", log.begin_index().to_string());
+            kv("dledgerEndIndex", log.end_index().to_string());
+            let committed = log.committed().borrow().index;
+            kv("dledgerCommittedIndex", committed.to_string());
+        }
+    }
+    out
 }
 
 /// GET_BROKER_CONFIG: the effective configuration as a properties text.
@@ -175,6 +249,14 @@ pub async fn get_broker_config(
     }
     if let Some(s) = &c.dleger_self_id {
         lines.push(format!("dLegerSelfId={s}"));
+    }
+    if !c.dleger_peers.is_empty() {
+        let peers: Vec<String> = c
+            .dleger_peers
+            .iter()
+            .map(|p| format!("{}-{}", p.id, p.addr))
+            .collect();
+        lines.push(format!("dLegerPeers={}", peers.join(";")));
     }
     let text = lines.join("\n") + "\n";
     let dv = serde_json::json!({"counter": 1, "stateVersion": 0, "timestamp": ctx.store.boot_ms})

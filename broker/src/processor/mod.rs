@@ -1,7 +1,8 @@
 //! Request processors: one async function per request code, registered by [`registry`].
 //! Each returns `Result<RemotingCommand, BrokerError>`; errors become responses through the
-//! single mapping in [`crate::error::to_response`]. Unregistered codes (END_TRANSACTION 37
-//! included, see [`transaction`]) get REQUEST_CODE_NOT_SUPPORTED from the registry.
+//! single mapping in [`crate::error::to_response`]. END_TRANSACTION (37) is
+//! registered by [`transaction::register`]; codes registered nowhere
+//! get REQUEST_CODE_NOT_SUPPORTED from the registry.
 
 pub mod admin;
 pub mod client;
@@ -130,6 +131,12 @@ pub fn registry(ctx: &Arc<BrokerContext>) -> ProcessorRegistry {
         RequestCode::UPDATE_AND_CREATE_TOPIC,
         ctx,
         admin::update_and_create_topic,
+    );
+    register(
+        &mut r,
+        RequestCode::DELETE_TOPIC_IN_BROKER,
+        ctx,
+        admin::delete_topic_in_broker,
     );
     register(
         &mut r,

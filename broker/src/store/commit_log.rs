@@ -15,6 +15,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use bytes::Bytes;
+pub use dledger_commitlog::runtime::{LedgerStatus, PeerStatus};
 use tokio::sync::watch;
 
 use crate::message::record::DLEDGER_ENTRY_HEADER_LEN;
@@ -112,6 +113,11 @@ pub trait ReplicatedLog: Send + Sync + 'static {
     fn end_index(&self) -> i64;
     /// Stops the member (final flush + checkpoint). Idempotent.
     fn shutdown(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
+    /// The DLedger member snapshot (role, indexes, per-peer water marks) for
+    /// GET_BROKER_RUNTIME_INFO; `None` for logs that are not DLedger members (tests' `MemLog`).
+    fn status(&self) -> Option<LedgerStatus> {
+        None
+    }
 }
 
 /// The smallest readable physical offset (RocketMQ "commit log min offset"): the first

@@ -146,8 +146,11 @@ impl Dispatcher {
     }
 
     fn dispatch(&self, e: &LogEntry) {
-        // Empty entries are the leader's election no-ops, not messages.
+        // Empty entries are the leader's election no-ops (one per elected term), not
+        // messages: skipped without a warning. Only non-empty bodies that do not decode are
+        // reported below.
         if e.body.is_empty() {
+            tracing::trace!(index = e.index, "election no-op entry skipped");
             return;
         }
         let view = match RecordView::parse(&e.body, CrcCheck::Skip) {

@@ -152,4 +152,8 @@ impl ReplicatedLog for LedgerLog {
     fn shutdown(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(self.ledger.shutdown())
     }
+
+    fn status(&self) -> Option<rt::LedgerStatus> {
+        Some(self.ledger.status())
+    }
 }

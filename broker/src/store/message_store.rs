@@ -205,6 +205,18 @@ impl MessageStore {
         }
     }
 
+    /// DELETE_TOPIC_IN_BROKER: forgets the topic's queue-offset counters and deletes its
+    /// consume queues (files included), so a re-created topic starts at queue offset 0 as in
+    /// Java. Records stay in the replicated log. Holds the offset-table lock so no send on
+    /// the topic assigns offsets meanwhile.
+    pub async fn delete_topic(&self, topic: &str) -> Result<(), StoreError> {
+        let mut table = self.queue_offsets.lock().await;
+        table.retain(|(t, _), _| t != topic);
+        let r = self.cqs.remove_topic(topic);
+        drop(table);
+        r
+    }
+
     /// Appends records (all of one topic and queue) as consecutive entries and waits for the
     /// quorum. `take_offsets` is false for records that get no queue offset (transaction
     /// prepared/rollback).
