@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dledger_commitlog::runtime::{Ledger, LedgerOptions};
+use dledger_commitlog::runtime::{AppendHook, Ledger, LedgerOptions};
 use remoting::{ClientConfig, RemotingClient, RemotingServer, ServerConfig};
 use tokio::task::JoinHandle;
 
@@ -56,6 +56,15 @@ pub fn ledger_options(cfg: &BrokerConfig) -> Result<LedgerOptions, BrokerError> 
     }
     let mut opts = LedgerOptions::new(&group, &self_id, peers, cfg.dledger_base_dir());
     opts.store.data_segment_bytes = cfg.mapped_file_size_commit_log;
+    // Java's DLedgerCommitLog append hook: the stored record carries its own physical offset
+    // (entry pos + 48), written before the CRCs and before replication. Bodies too short to
+    // be a record (the election no-op) are left alone.
+    opts.append_hook = Some(AppendHook(Arc::new(|pos, body| {
+        let _ = crate::message::record::patch_physical_offset(
+            body,
+            crate::message::record::physical_offset_of_entry(pos),
+        );
+    })));
     for (k, v) in &cfg.extra {
         match opts.apply_property(k, v) {
             Ok(_) => {}
@@ -84,7 +93,12 @@ impl Broker {
             .await
             .map_err(|e| BrokerError::System(format!("ledger start failed: {e}")))?;
         let log: Arc<dyn ReplicatedLog> = Arc::new(LedgerLog::new(ledger));
-        Broker::start_with_log(cfg, log, Arc::new(crate::services::BrokerRoleServices::new())).await
+        Broker::start_with_log(
+            cfg,
+            log,
+            Arc::new(crate::services::BrokerRoleServices::new()),
+        )
+        .await
     }
 
     /// Starts a broker over any replicated log (tests use `MemLog`).

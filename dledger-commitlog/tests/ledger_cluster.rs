@@ -425,8 +425,13 @@ async fn sync_flush_acknowledges_only_durable_entries() {
     for t in tasks {
         t.await.unwrap();
     }
-    let st = l.status();
-    assert!(st.flushed_index >= 0, "{st:?}");
+    // The status snapshot is refreshed periodically by the driver: poll for it.
+    poll(
+        "the status to report a flushed index",
+        Duration::from_secs(5),
+        || (l.status().flushed_index >= 0).then_some(()),
+    )
+    .await;
     for n in &nodes {
         n.shutdown().await;
     }

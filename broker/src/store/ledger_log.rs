@@ -4,9 +4,11 @@
 //! to the broker's); reads go straight to the runtime's `StoreReader` (committed entries only,
 //! CRC-checked).
 //!
-//! PHYSICALOFFSET: the runtime appends the body as proposed, so stored records carry 0 there;
-//! every path that hands a record to a client rewrites the field to `pos + 48` (see
-//! `MessageStore::read_message`), so clients see exactly what a Java broker sends.
+//! PHYSICALOFFSET: the ledger's append hook (installed by `broker::ledger_options`) writes
+//! `pos + 48` into the record before it is stored and replicated, as Java's DLedgerCommitLog
+//! does. The read paths still rewrite the field when it differs (see
+//! `MessageStore::read_message`), so records from logs written without the hook are served
+//! correctly too.
 
 use std::future::Future;
 use std::pin::Pin;

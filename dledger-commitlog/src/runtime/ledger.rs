@@ -98,8 +98,14 @@ impl Ledger {
         let peer_queue = cfg.push_inflight_max + 256;
         let backoff_max = Duration::from_millis(cfg.heartbeat_interval_ms.max(50));
         let epoch = Instant::now();
-        let node = Node::new(cfg, hard.clone(), StoreLog::new(store), committed_hint, 0)
-            .map_err(LedgerError::Config)?;
+        let node = Node::new(
+            cfg,
+            hard.clone(),
+            StoreLog::new(store).with_append_hook(opts.append_hook.clone()),
+            committed_hint,
+            0,
+        )
+        .map_err(LedgerError::Config)?;
 
         let initial_role = RoleState {
             role: LedgerRole::Candidate,

@@ -9,6 +9,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
+use super::options::AppendHook;
 use crate::core::{Index, LogEntry, LogError, Pos, RaftLog, Term};
 use crate::store::{FollowerEntry, Store, StoreError, StoredEntry};
 use crate::types;
@@ -18,6 +19,8 @@ pub(crate) struct StoreLog {
     store: Option<Store>,
     /// Appended entries whose end position was not yet seen flushed, oldest first.
     unflushed: VecDeque<(Index, u64)>,
+    /// Leader-side body rewrite, see [`AppendHook`].
+    append_hook: Option<AppendHook>,
 }
 
 fn to_u64(v: i64) -> Option<u64> {
@@ -58,7 +61,14 @@ impl StoreLog {
         StoreLog {
             store: Some(store),
             unflushed: VecDeque::with_capacity(1024),
+            append_hook: None,
         }
+    }
+
+    /// Installs the leader-side append hook.
+    pub(crate) fn with_append_hook(mut self, hook: Option<AppendHook>) -> Self {
+        self.append_hook = hook;
+        self
     }
 
     /// The store; present until [`StoreLog::take`] at the very end of the driver.
@@ -145,10 +155,17 @@ impl RaftLog for StoreLog {
 
     fn append_leader(&mut self, term: Term, body: Bytes) -> Result<(Index, Pos), LogError> {
         let t = to_u64(term).ok_or_else(|| LogError::Io(format!("negative term {term}")))?;
-        let a = self
-            .store_mut()
-            .append_leader(types::Term(t), &body)
-            .map_err(log_err)?;
+        let store = self
+            .store
+            .as_mut()
+            .expect("store is present until the driver exits");
+        let a = match &self.append_hook {
+            Some(AppendHook(hook)) => {
+                store.append_leader_with(types::Term(t), &body, |pos, b| hook(pos.raw(), b))
+            }
+            None => store.append_leader(types::Term(t), &body),
+        }
+        .map_err(log_err)?;
         self.note_append(a.index.raw(), a.end_pos.0);
         Ok((a.index.raw(), a.pos.raw()))
     }

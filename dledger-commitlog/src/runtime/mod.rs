@@ -50,5 +50,5 @@ pub use crate::store::{StoreError, StoreReader, StoredEntry};
 pub use crate::types::{Index, Pos};
 pub use error::{LedgerError, OptionError, ProposeError};
 pub use ledger::Ledger;
-pub use options::{parse_peers, LedgerOptions};
+pub use options::{parse_peers, AppendHook, LedgerOptions};
 pub use types::{Committed, CommittedMark, LedgerRole, LedgerStatus, PeerStatus, RoleState};

@@ -7,8 +7,10 @@
 //! DLedger's for throughput: batch pushes on, up to 256 KiB / 1024 entries per push, 32
 //! pushes in flight per follower (see [`PUSH_WINDOW`]).
 
+use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::error::OptionError;
@@ -21,6 +23,23 @@ pub(crate) const PUSH_WINDOW: usize = 32;
 pub(crate) const BATCH_PUSH_BYTES: usize = 256 * 1024;
 /// Default entries per batch push.
 pub(crate) const BATCH_PUSH_ENTRIES: usize = 1024;
+
+/// Rewrites a leader's entry body in place once its data position is known, before the CRCs
+/// are computed and before the entry is replicated, so every replica stores the same bytes.
+/// RocketMQ's commit log uses it to write PHYSICALOFFSET = pos + 48 into the stored record.
+/// Called with `(pos, body)` for every leader append, including the election no-op (empty
+/// body), on the driver task: it must be cheap and must not block.
+#[derive(Clone)]
+pub struct AppendHook(pub Arc<AppendHookFn>);
+
+/// The hook's function: `(entry pos, body)`.
+pub type AppendHookFn = dyn Fn(i64, &mut [u8]) + Send + Sync;
+
+impl fmt::Debug for AppendHook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AppendHook(..)")
+    }
+}
 
 /// Start-up options of one member. `core.group`, `core.self_id` and `core.peers` are
 /// overwritten from `group`, `self_id` and `peers` at start; `core.sync_flush` follows
@@ -39,6 +58,8 @@ pub struct LedgerOptions {
     pub store: LedgerConfig,
     /// Timing options (DLedger names on the fields).
     pub core: CoreConfig,
+    /// Leader-side body rewrite at append time (none by default).
+    pub append_hook: Option<AppendHook>,
 }
 
 impl LedgerOptions {
@@ -72,6 +93,7 @@ impl LedgerOptions {
             peers,
             store_root,
             store: LedgerConfig::default(),
+            append_hook: None,
         }
     }
 
