@@ -19,8 +19,8 @@ use crate::body::{
 };
 use crate::client::{expect_success, parse_addr, MqClient, AUTO_CREATE_TOPIC};
 use crate::dledger::{
-    parse_peers, CommonResponse, LeadershipTransferRequest, MetadataRequest, MetadataResponse,
-    CODE_SUCCESS, LEADERSHIP_TRANSFER, METADATA,
+    parse_peers, DLedgerCode, LeadershipTransferRequest, LeadershipTransferResponse,
+    MetadataRequest, MetadataResponse, LEADERSHIP_TRANSFER, METADATA,
 };
 use crate::error::ClientError;
 use crate::record::{decode_all, decode_one, MessageExt};
@@ -383,13 +383,7 @@ impl Admin {
         group: &str,
         remote_id: &str,
     ) -> Result<MetadataResponse, ClientError> {
-        let body = MetadataRequest {
-            code: CODE_SUCCESS,
-            group: group.to_owned(),
-            local_id: "mqadmin".to_owned(),
-            remote_id: remote_id.to_owned(),
-            term: -1,
-        };
+        let body = MetadataRequest::request(group, "mqadmin", remote_id, None, -1);
         let r = self.dledger_rpc(addr, METADATA, &body, None).await?;
         parse_body("dledger metadata", r.body())
     }
@@ -409,7 +403,7 @@ impl Admin {
         let timeout = timeout.unwrap_or(self.client.options().rpc_timeout);
         let r = self.client.invoke(addr, request, timeout).await?;
         // DLedger answers remoting code 200 (Java); accept SUCCESS (0) too.
-        if r.response_code() != ResponseCode(CODE_SUCCESS)
+        if r.response_code() != ResponseCode(DLedgerCode::SUCCESS.0)
             && r.response_code() != ResponseCode::SUCCESS
         {
             return Err(ClientError::Response {
@@ -430,17 +424,17 @@ impl Admin {
         leader_id: &str,
         transferee_id: &str,
         term: i64,
-    ) -> Result<CommonResponse, ClientError> {
+    ) -> Result<LeadershipTransferResponse, ClientError> {
         let body = LeadershipTransferRequest {
-            code: CODE_SUCCESS,
-            group: group.to_owned(),
-            leader_id: leader_id.to_owned(),
-            local_id: "mqadmin".to_owned(),
-            remote_id: leader_id.to_owned(),
+            code: DLedgerCode::SUCCESS,
+            group: Some(group.to_owned()),
+            leader_id: Some(leader_id.to_owned()),
+            local_id: Some("mqadmin".to_owned()),
+            remote_id: Some(leader_id.to_owned()),
             take_leadership_ledger_index: -1,
             term,
-            transfer_id: leader_id.to_owned(),
-            transferee_id: transferee_id.to_owned(),
+            transfer_id: Some(leader_id.to_owned()),
+            transferee_id: Some(transferee_id.to_owned()),
         };
         let r = self
             .dledger_rpc(
@@ -558,7 +552,7 @@ impl Admin {
                 }
             };
             match meta {
-                Ok(meta) if meta.code == CODE_SUCCESS => {
+                Ok(meta) if meta.code == DLedgerCode::SUCCESS => {
                     if m.leader_id.is_none() {
                         m.leader_id = meta.leader_id.clone();
                     }

@@ -34,7 +34,7 @@ pub enum ClientError {
     BadBody { what: &'static str, reason: String },
     /// A stored record could not be decoded.
     #[error("bad stored record: {0}")]
-    Decode(#[from] crate::record::DecodeError),
+    Decode(#[from] broker::message::MessageError),
     /// The caller passed something unusable.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

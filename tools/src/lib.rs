@@ -11,6 +11,9 @@
 //!        /   |    \
 //!  route   body   record / message / msg_id / dledger      pure: queues, JSON bodies,
 //!                                                           stored records, ids, DLedger JSON
+//!                         |                     |
+//!              broker::message        dledger_commitlog::core::messages
+//!   (record/batch/msg_id/property codecs)   (DLedger bodies and codes)
 //! ```
 //!
 //! # Invariants

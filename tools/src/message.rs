@@ -2,24 +2,28 @@
 
 use std::collections::BTreeMap;
 
+use broker::message::properties::property_pairs;
 use bytes::Bytes;
 
-/// Reserved property keys this client reads or writes.
+/// Reserved property keys this client reads or writes (the broker's names, under the short
+/// names this crate uses).
 pub mod keys {
+    use broker::message::properties::keys as reserved;
+
     /// Business keys, space separated.
-    pub const KEYS: &str = "KEYS";
+    pub const KEYS: &str = reserved::KEYS;
     /// The tag.
-    pub const TAGS: &str = "TAGS";
+    pub const TAGS: &str = reserved::TAGS;
     /// Wait for store (Java default `true`).
-    pub const WAIT: &str = "WAIT";
+    pub const WAIT: &str = reserved::WAIT_STORE_MSG_OK;
     /// Producer-generated unique id.
-    pub const UNIQ_KEY: &str = "UNIQ_KEY";
+    pub const UNIQ_KEY: &str = reserved::UNIQ_CLIENT_MESSAGE_ID_KEYIDX;
     /// Added by the broker.
-    pub const CLUSTER: &str = "CLUSTER";
+    pub const CLUSTER: &str = reserved::CLUSTER;
     /// Set by the client after a pull.
-    pub const MIN_OFFSET: &str = "MIN_OFFSET";
+    pub const MIN_OFFSET: &str = reserved::MIN_OFFSET;
     /// Set by the client after a pull.
-    pub const MAX_OFFSET: &str = "MAX_OFFSET";
+    pub const MAX_OFFSET: &str = reserved::MAX_OFFSET;
 }
 
 /// A message to send: topic, body and properties (tags, keys, user properties).
@@ -99,22 +103,18 @@ pub fn encode_properties(props: &BTreeMap<String, String>) -> String {
     out
 }
 
-/// Decodes a properties string the way Java does: segments split on 0x02, the first 0x01
-/// splits key and value, segments shorter than 3 characters or with an empty key or value
-/// are dropped, later duplicates win.
-pub fn decode_properties(text: &str) -> BTreeMap<String, String> {
-    let mut map = BTreeMap::new();
-    for segment in text.split('\u{2}') {
-        if segment.chars().count() < 3 {
-            continue;
-        }
-        if let Some((k, v)) = segment.split_once('\u{1}') {
-            if !k.is_empty() && !v.is_empty() {
-                map.insert(k.to_owned(), v.to_owned());
-            }
-        }
-    }
-    map
+/// Decodes an encoded properties string the way Java does (the broker's
+/// `property_pairs`: segments split on 0x02, the first 0x01 splits key and value, segments
+/// with an empty key or value are dropped), later duplicates win; invalid UTF-8 is replaced.
+pub fn decode_properties(encoded: &[u8]) -> BTreeMap<String, String> {
+    property_pairs(encoded)
+        .map(|(k, v)| {
+            (
+                String::from_utf8_lossy(k).into_owned(),
+                String::from_utf8_lossy(v).into_owned(),
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -131,9 +131,9 @@ mod tests {
             text,
             "KEYS\u{1}k1 k2\u{2}TAGS\u{1}TagA\u{2}WAIT\u{1}true\u{2}"
         );
-        assert_eq!(decode_properties(&text), m.properties);
+        assert_eq!(decode_properties(text.as_bytes()), m.properties);
         // Last segment without terminator, short segments, empty values, duplicates.
-        let d = decode_properties("a\u{1}\u{2}x\u{2}K\u{1}1\u{2}K\u{1}2\u{2}Z\u{1}z");
+        let d = decode_properties(b"a\x01\x02x\x02K\x011\x02K\x012\x02Z\x01z");
         assert_eq!(d.len(), 2);
         assert_eq!(d["K"], "2");
         assert_eq!(d["Z"], "z");

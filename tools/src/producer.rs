@@ -9,11 +9,12 @@
 //! and SYSTEM_ERROR (DLedger quorum timeout / term change) are *indeterminate*
 //! (RELIABILITY.md R14).
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use broker::message::msg_id::UniqKeyGenerator;
 use bytes::Bytes;
 use remoting::headers::{SendMessageRequestHeaderV2, SendMessageResponseHeader};
 use remoting::{RemotingCommand, RemotingError, RequestCode, ResponseCode};
@@ -21,7 +22,6 @@ use remoting::{RemotingCommand, RemotingError, RequestCode, ResponseCode};
 use crate::client::{parse_addr, MqClient, AUTO_CREATE_TOPIC};
 use crate::error::ClientError;
 use crate::message::{encode_properties, keys, Message};
-use crate::msg_id::UniqIdGenerator;
 use crate::record::encode_batch;
 use crate::route::{publish_queues, MessageQueue};
 
@@ -130,7 +130,7 @@ struct Inner {
     client: MqClient,
     options: ProducerOptions,
     next_queue: AtomicUsize,
-    uniq: UniqIdGenerator,
+    uniq: UniqKeyGenerator,
 }
 
 /// Cheap to clone.
@@ -152,7 +152,7 @@ impl Producer {
                 client,
                 options,
                 next_queue: AtomicUsize::new(0),
-                uniq: UniqIdGenerator::new(Ipv4Addr::LOCALHOST),
+                uniq: new_uniq_generator(),
             }),
         }
     }
@@ -167,7 +167,7 @@ impl Producer {
         if let Some(k) = msg.uniq_key() {
             return k.to_owned();
         }
-        let id = self.inner.uniq.next_id();
+        let id = self.inner.uniq.next_id(now_ms());
         msg.properties.insert(keys::UNIQ_KEY.to_owned(), id.clone());
         id
     }
@@ -422,6 +422,14 @@ impl Producer {
     }
 }
 
+/// The `UNIQ_KEY` generator of one producer: loopback address, pid and a per-process random
+/// word (Java: the class loader hash) mixed from the clock and the pid.
+fn new_uniq_generator() -> UniqKeyGenerator {
+    let pid = std::process::id();
+    let salt = (now_ms() as u32 ^ pid.rotate_left(16)).wrapping_mul(0x9E37_79B9);
+    UniqKeyGenerator::new(IpAddr::V4(Ipv4Addr::LOCALHOST), pid, salt as i32)
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -433,6 +441,21 @@ pub fn now_ms() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uniq_keys_are_distinct_and_well_formed() {
+        let g = new_uniq_generator();
+        let ids: std::collections::BTreeSet<String> =
+            (0..1000).map(|_| g.next_id(now_ms())).collect();
+        assert_eq!(ids.len(), 1000);
+        for id in &ids {
+            assert_eq!(id.len(), 32);
+            assert!(id.starts_with("7F000001"));
+            assert!(id
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_lowercase()));
+        }
+    }
 
     #[test]
     fn definite_codes_match_reliability_rules() {

@@ -901,12 +901,12 @@ async fn leadership_transfer(
     let r = admin
         .leadership_transfer(addr, &g.group, &leader.self_id, transferee, term)
         .await?;
-    if r.code != tools::dledger::CODE_SUCCESS {
+    if r.code != tools::dledger::DLedgerCode::SUCCESS {
         bail!(
             "leader {} refused the transfer: {} ({})",
             leader.self_id,
             tools::dledger::code_name(r.code),
-            r.code
+            r.code.0
         );
     }
     // Wait until the name server lists the new leader's broker as id 0.

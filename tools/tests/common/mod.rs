@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use broker::message::record::{encode_record, MagicPolicy, MessageLimits, RecordFields};
 use bytes::{Buf, Bytes, BytesMut};
 use namesrv::{NameServer, NameServerConfig, NameServerHandle};
 use remoting::headers::*;
@@ -16,7 +17,7 @@ use remoting::{
     ClientConfig, ConnectionHandle, ProcessFuture, RemotingClient, RemotingCommand, RemotingServer,
     RequestCode, RequestProcessor, ResponseCode, ServerConfig,
 };
-use tools::record::{decode_one, encode_stored, StoredFields};
+use tools::record::decode_one;
 
 pub const CLUSTER: &str = "MockCluster";
 
@@ -167,23 +168,28 @@ impl MockBroker {
         let queue_offset = q.len() as i64;
         let phys = st.log.len() as i64;
         let mut rec = BytesMut::new();
-        encode_stored(
-            &StoredFields {
+        encode_record(
+            &RecordFields {
                 topic,
                 queue_id: qid,
                 flag,
                 queue_offset,
-                commit_log_offset: phys,
+                physical_offset: phys,
                 sys_flag: 0,
                 born_timestamp: born,
                 born_host: "127.0.0.1:5555".parse().unwrap(),
                 store_timestamp: tools::producer::now_ms(),
                 store_host: self.addr,
+                reconsume_times: 0,
+                prepared_transaction_offset: 0,
                 body,
-                properties: props,
+                properties: props.as_bytes(),
             },
+            &MessageLimits::default(),
+            MagicPolicy::V1Only,
             &mut rec,
-        );
+        )
+        .unwrap();
         q.push((phys, rec.len()));
         st.log.extend_from_slice(&rec);
         (phys, queue_offset)
