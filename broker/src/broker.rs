@@ -112,9 +112,18 @@ impl Broker {
         let store_host: SocketAddr = cfg.broker_addr().parse().map_err(|_| {
             BrokerError::System(format!("bad brokerIP1:listenPort {}", cfg.broker_addr()))
         })?;
+        let sampled_log = Arc::clone(&log);
         let store = MessageStore::open(&cfg, log, store_host)?;
         let ctx = BrokerContext::open(cfg, store)?;
-        let registry = processor::registry(&ctx);
+        let mut registry = processor::registry(&ctx);
+        let peer_ids: Vec<&str> = ctx
+            .config
+            .dledger_peers()
+            .iter()
+            .map(|p| p.id.as_str())
+            .collect();
+        let metrics = Arc::new(observe::BrokerMetrics::new(&peer_ids));
+        crate::metrics::instrument(&mut registry, &metrics);
         let listener = Arc::new(ClientConnectionListener(Arc::clone(&ctx)));
         let bind_ip = "0.0.0.0";
         let addr: SocketAddr = format!("{bind_ip}:{}", ctx.config.listen_port)
@@ -147,8 +156,23 @@ impl Broker {
             None
         };
 
+        let metrics_endpoint = crate::metrics::start_endpoint(
+            ctx.config.metrics_port,
+            Arc::clone(&metrics),
+            ctx.shutdown.child_token(),
+        )
+        .await?;
         let client = RemotingClient::new(ClientConfig::default());
         let mut tasks = Vec::new();
+        if let Some(endpoint) = metrics_endpoint {
+            tasks.push(tokio::spawn(endpoint.stopped()));
+        }
+        tasks.push(crate::metrics::spawn_log_sampler(
+            sampled_log,
+            ctx.config.store_path_root_dir.clone(),
+            metrics,
+            ctx.shutdown.clone(),
+        ));
         tasks.push(tokio::spawn(
             BrokerController::new(Arc::clone(&ctx), services).run(),
         ));

@@ -63,20 +63,24 @@ async fn wait_for_signal() {
 
 /// Runs the broker until SIGTERM / Ctrl-C; `Err` carries the message to print.
 pub fn main() -> Result<(), String> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
     let args = parse_args()?;
-    let mut cfg = match &args.config {
-        Some(p) => {
-            BrokerConfig::from_file(p).map_err(|e| format!("reading {}: {e}", p.display()))?
-        }
-        None => BrokerConfig::default(),
+    let load = || match &args.config {
+        Some(p) => BrokerConfig::from_file(p).map_err(|e| format!("reading {}: {e}", p.display())),
+        None => Ok(BrokerConfig::default()),
     };
+    // Logs go to stderr and to storePathRootDir/logs/broker.log (RUST_LOG, default info). The
+    // file is read once to find that directory and again once logging is up, so the warnings
+    // it raises are logged too. The guard flushes the file when main returns.
+    let log_dir = load()?.store_path_root_dir.join("logs");
+    let _log = match observe::logging::init("broker", Some(&log_dir)) {
+        Ok(guard) => Some(guard),
+        Err(observe::ObserveError::AlreadyInstalled) => None,
+        Err(e) => {
+            eprintln!("mqbroker: {e}; logging to stderr only");
+            observe::logging::init("broker", None).ok()
+        }
+    };
+    let mut cfg = load()?;
     if let Some(n) = args.namesrv {
         cfg.namesrv_addr = Some(n);
     }

@@ -151,6 +151,8 @@ pub struct BrokerConfig {
     pub dledger_options: BTreeMap<String, String>,
     /// Unknown keys (warned about at load), kept for other components.
     pub extra: BTreeMap<String, String>,
+    /// `metricsPort`: Prometheus `GET /metrics` endpoint port (0 = off).
+    pub metrics_port: u16,
 }
 
 fn default_root() -> PathBuf {
@@ -241,6 +243,7 @@ impl Default for BrokerConfig {
             max_transfer_bytes_on_message_in_disk: 64 * 1024,
             dledger_options: BTreeMap::new(),
             extra: BTreeMap::new(),
+            metrics_port: 0,
         }
     }
 }
@@ -464,6 +467,7 @@ impl BrokerConfig {
             "brokerIP1" => self.broker_ip1 = v.to_owned(),
             "brokerIP2" => self.broker_ip2 = v.to_owned(),
             "listenPort" => self.listen_port = parse_num(key, v)?,
+            "metricsPort" => self.metrics_port = parse_num(key, v)?,
             "namesrvAddr" => self.namesrv_addr = opt(v),
             "storePathRootDir" => self.store_path_root_dir = PathBuf::from(v),
             "storePathCommitLog" => self.store_path_commit_log = PathBuf::from(v),
