@@ -103,3 +103,38 @@ async fn metrics_port_defaults_to_off() {
     assert_eq!(h.ctx().config.metrics_port, 0);
     h.shutdown().await;
 }
+
+/// A one-member DLedger group through `Broker::start`: the DLedger status sampler fills the
+/// per-peer and replication gauges.
+#[tokio::test]
+async fn real_ledger_status_reaches_the_gauges() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, ledger_port, metrics_port) = (free_port(), free_port(), free_port());
+    let text = format!(
+        "brokerClusterName=TestCluster\nbrokerName=b0\nbrokerIP1=127.0.0.1\nlistenPort={port}\n\
+         storePathRootDir={}\nenableDLegerCommitLog=true\ndLegerGroup=b0\ndLegerSelfId=n0\n\
+         dLegerPeers=n0-127.0.0.1:{ledger_port}\nmetricsPort={metrics_port}\n",
+        dir.path().display()
+    );
+    let cfg = broker::config::BrokerConfig::from_properties(&text).unwrap();
+    assert_eq!(cfg.metrics_port, metrics_port);
+    let b = broker::broker::Broker::start(cfg).await.unwrap();
+    let addr = SocketAddr::from(([127, 0, 0, 1], metrics_port));
+    let deadline = Instant::now() + TIMEOUT;
+    let body = loop {
+        if let Some(body) = scrape(addr).await {
+            if value(&body, "dledger_role") == Some(2.0)
+                && value(&body, "dledger_term").unwrap_or(0.0) >= 1.0
+                && body.contains("dledger_peer_alive{peer=\"n0\"}")
+                && value(&body, "broker_store_disk_usage_bytes").unwrap_or(0.0) > 0.0
+            {
+                break body;
+            }
+        }
+        assert!(Instant::now() < deadline, "ledger gauges never sampled");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(value(&body, "dledger_pending_appends").is_some());
+    assert!(value(&body, "dledger_role_changes_total").is_some());
+    b.shutdown().await;
+}
