@@ -595,3 +595,115 @@ fn live_group_leadership_transfer_and_leader_kill() {
     c.wait_cluster("3 brokers again", Duration::from_secs(60), |r| r.len() == 3);
     rt.block_on(client.shutdown());
 }
+
+/// The numeric fields of an mqbench `[... summary]` line, by name.
+struct BenchSummary {
+    tps: f64,
+    avg: f64,
+    max: f64,
+    p50: f64,
+    p99: f64,
+    p999: f64,
+}
+
+fn parse_bench_summary(line: &str) -> BenchSummary {
+    let s = BenchSummary {
+        tps: field_after(line, "TPS:"),
+        avg: field_after(line, "Avg RT(ms):"),
+        max: field_after(line, "Max RT(ms):"),
+        p50: field_after(line, "p50:"),
+        p99: field_after(line, "p99:"),
+        p999: field_after(line, "p999:"),
+    };
+    assert!(s.tps > 0.0, "TPS not positive: {line}");
+    assert!(
+        s.p50 <= s.p99 && s.p99 <= s.p999 && s.p999 <= s.max + 1e-9 && s.avg <= s.max + 1e-9,
+        "percentiles out of order: {line}"
+    );
+    s
+}
+
+fn summary_line<'a>(out: &'a str, label: &str) -> &'a str {
+    out.lines()
+        .find(|l| l.starts_with(&format!("[{label}]")))
+        .unwrap_or_else(|| panic!("no [{label}] line in:\n{out}"))
+}
+
+#[test]
+fn live_group_mqbench_producer_then_consumer_counts() {
+    let c = Cluster::start();
+    c.wait_cluster("3 brokers with one master", Duration::from_secs(60), |r| {
+        r.len() == 3 && r.iter().filter(|c| c[2] == "0").count() == 1
+    });
+    let topic = "BenchFresh300";
+    let out = c.ok(&[
+        "updateTopic",
+        "-t",
+        topic,
+        "-c",
+        CLUSTER,
+        "-r",
+        "4",
+        "-w",
+        "4",
+    ]);
+    assert!(out.contains("success"), "{out}");
+    let bench = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_mqbench"))
+            .args(args)
+            .args(["-n", &c.namesrv.to_string(), "--no-progress"])
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(
+            o.status.success(),
+            "mqbench {args:?}: {}\n{out}\n{}",
+            String::from_utf8_lossy(&o.stderr),
+            c.logs()
+        );
+        out
+    };
+
+    let out = bench(&["producer", "-t", topic, "-c", "300", "-w", "4", "-s", "128"]);
+    let header = out.lines().next().unwrap();
+    assert!(
+        header.starts_with(&format!("producer: topic={topic} threads=4 size=128 "))
+            && header.contains("count=300"),
+        "{out}"
+    );
+    let line = summary_line(&out, "producer summary");
+    let s = parse_bench_summary(line);
+    assert_eq!(field_after(line, "OK:"), 300.0, "{out}");
+    assert_eq!(field_after(line, "Failed:"), 0.0, "{out}");
+    assert_eq!(field_after(line, "definite"), 0.0, "{out}");
+    assert_eq!(field_after(line, "indeterminate"), 0.0, "{out}");
+    assert!(s.p50 > 0.0, "a send took no time: {line}");
+    assert!(out.lines().any(|l| l == "outages: 0"), "{out}");
+
+    // The broker's own count agrees with the producer's.
+    let rows = parse_rendered(&c.ok(&["topicStatus", "-t", topic]));
+    let stored: i64 = rows[1..].iter().map(|r| r[3].parse::<i64>().unwrap()).sum();
+    assert_eq!(stored, 300);
+
+    let out = bench(&[
+        "consumer",
+        "-t",
+        topic,
+        "--from-begin",
+        "-g",
+        "bench_fresh_consumer",
+        "-c",
+        "300",
+        "-d",
+        "25",
+    ]);
+    assert!(
+        out.lines().next().unwrap().starts_with(&format!(
+            "consumer: topic={topic} group=bench_fresh_consumer queues=4 start=min offset"
+        )),
+        "{out}"
+    );
+    let line = summary_line(&out, "consumer summary");
+    parse_bench_summary(line);
+    assert_eq!(field_after(line, "Consumed:"), 300.0, "{out}");
+}
