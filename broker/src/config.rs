@@ -422,6 +422,15 @@ fn opt(v: &str) -> Option<String> {
     (!v.is_empty()).then(|| v.to_owned())
 }
 
+/// Tuning keys of our own (not Java's) read from [`BrokerConfig::extra`] by the role
+/// services (`services.rs`): known, so not warned about.
+pub const ROLE_SERVICE_KEYS: &[&str] = &[
+    "slaveSyncIntervalMs",
+    "slaveSyncFirstDelayMs",
+    "schedulePollMs",
+    "masterOffsetPullTimeoutMs",
+];
+
 impl BrokerConfig {
     /// Reads and validates a properties file.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
@@ -447,7 +456,9 @@ impl BrokerConfig {
             let value = value.trim();
             commit_log_set |= key == "storePathCommitLog";
             if !cfg.set(&key, value)? {
-                tracing::warn!(key = %key, "unknown broker config key (kept, not used)");
+                if !ROLE_SERVICE_KEYS.contains(&key.as_str()) {
+                    tracing::warn!(key = %key, "unknown broker config key (kept, not used)");
+                }
                 cfg.extra.insert(key, value.to_owned());
             }
         }
