@@ -27,7 +27,8 @@ fn to_u64(v: i64) -> Option<u64> {
     u64::try_from(v).ok()
 }
 
-fn log_err(e: StoreError) -> LogError {
+/// The core's view of a store error (also used by the simulator's store-backed log).
+pub(crate) fn log_err(e: StoreError) -> LogError {
     match e {
         StoreError::DiskFull(_) => LogError::DiskFull,
         StoreError::IndexMismatch { expected, got } => LogError::NotNext {
@@ -47,7 +48,8 @@ fn log_err(e: StoreError) -> LogError {
     }
 }
 
-fn log_entry(e: StoredEntry) -> LogEntry {
+/// A stored entry as the core sees it.
+pub(crate) fn log_entry(e: StoredEntry) -> LogEntry {
     LogEntry {
         index: e.index.raw(),
         term: e.term.raw(),

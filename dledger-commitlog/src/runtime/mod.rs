@@ -39,7 +39,7 @@
 mod driver;
 mod error;
 mod ledger;
-mod log_adapter;
+pub(crate) mod log_adapter;
 mod options;
 mod transport;
 mod types;

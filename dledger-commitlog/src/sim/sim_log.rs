@@ -10,7 +10,8 @@ use bytes::Bytes;
 
 use crate::config::LedgerConfig;
 use crate::core::{Index, LogEntry, LogError, MemLog, Pos, RaftLog, Term};
-use crate::store::{CrashMode, FollowerEntry, MemDisk, Store, StoreError, StoredEntry};
+use crate::runtime::log_adapter::{log_entry, log_err};
+use crate::store::{CrashMode, FollowerEntry, MemDisk, Store};
 use crate::types;
 
 /// A log with a crash model, as the simulator needs it.
@@ -77,35 +78,6 @@ fn sim_ledger_config() -> LedgerConfig {
         index_segment_bytes: 32 * 1024,
         background_threads: false,
         ..LedgerConfig::default()
-    }
-}
-
-fn log_err(e: StoreError) -> LogError {
-    match e {
-        StoreError::DiskFull(_) => LogError::DiskFull,
-        StoreError::IndexMismatch { expected, got } => LogError::NotNext {
-            index: got.raw(),
-            end: expected.raw() - 1,
-        },
-        StoreError::PosMismatch { expected, got } => LogError::PosMismatch {
-            expected: got.raw(),
-            actual: expected.raw(),
-        },
-        StoreError::IndexOutOfRange { index, begin, last } => LogError::OutOfRange {
-            index: index.raw(),
-            begin: types::Index::to_wire(begin),
-            end: types::Index::to_wire(last),
-        },
-        other => LogError::Io(other.to_string()),
-    }
-}
-
-fn log_entry(e: StoredEntry) -> LogEntry {
-    LogEntry {
-        index: e.index.raw(),
-        term: e.term.raw(),
-        pos: e.pos.raw(),
-        body: e.body,
     }
 }
 
