@@ -9,6 +9,8 @@
 # DIR defaults to /tmp/rmqstore (the store root of the conf files). With --data the conf
 # files are copied to DIR/conf with their store paths rewritten to DIR/node0X.
 # Pid files and logs live in DIR/run.
+# FAST_TRY_BIN_DIR=DIR: use the binaries in DIR and skip the build (tests set it to their
+# already-built target dir so they do not contend for cargo's build lock).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -49,7 +51,7 @@ DATA="$(cd "$DATA" && pwd)"
 RUN="$DATA/run"
 
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
-BIN="$TARGET_DIR/debug"
+BIN="${FAST_TRY_BIN_DIR:-$TARGET_DIR/debug}"
 
 # pid_alive FILE NAME: the pid in FILE runs a process whose command line mentions NAME.
 pid_alive() {
@@ -163,8 +165,12 @@ start_all() {
         exit 1
     fi
 
-    echo "== building (cargo build --bins, dev profile)"
-    (cd "$ROOT" && cargo build --bins -p namesrv -p broker -p tools)
+    if [ -n "${FAST_TRY_BIN_DIR:-}" ]; then
+        echo "== using prebuilt binaries in $BIN (FAST_TRY_BIN_DIR; no build)"
+    else
+        echo "== building (cargo build --bins, dev profile)"
+        (cd "$ROOT" && cargo build --bins -p namesrv -p broker -p tools)
+    fi
     for b in mqnamesrv mqbroker mqadmin mqbench; do
         [ -x "$BIN/$b" ] || {
             echo "ERROR: $BIN/$b was not built" >&2
