@@ -108,6 +108,22 @@ pub struct BrokerContext {
 }
 
 impl BrokerContext {
+    /// Makes sure `topic` has a config on this broker before the broker itself writes into it
+    /// (delayed delivery, transaction commit), so consumers can pull it. The config may be
+    /// missing on a new master when the topic was created only on the old one and slave sync
+    /// had not copied it before the failover. A new config is registered at once.
+    pub fn ensure_topic(&self, topic: &str, queue_id: i32) -> Result<(), crate::store::StoreError> {
+        if self.topics.get(topic).is_some() {
+            return Ok(());
+        }
+        let queues = self.config.default_topic_queue_nums.max(queue_id + 1);
+        let rw = crate::store::topics::perm::READ | crate::store::topics::perm::WRITE;
+        self.topics.create_if_absent(topic, queues, rw)?;
+        tracing::info!(topic, queues, "created a topic the broker writes into");
+        self.register_now.notify_one();
+        Ok(())
+    }
+
     /// Opens the metadata tables under `storePathRootDir` around an opened store.
     pub fn open(
         config: BrokerConfig,

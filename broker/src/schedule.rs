@@ -111,24 +111,6 @@ pub struct LevelRound {
 
 /// Delivers every due message of `level` (1-based). Stops at the first unit not yet due, or
 /// at the first failed re-proposal (returned as the error; the offset stays before it).
-/// The real topic must exist on the master that delivers into it, or consumers pulling it
-/// get TOPIC_NOT_EXIST. Its config may be missing on a new master when the topic was only
-/// ever created on the old one and slave sync had not copied it before the failover.
-fn ensure_real_topic(ctx: &BrokerContext, topic: &str, queue_id: i32) -> Result<(), BrokerError> {
-    if ctx.topics.get(topic).is_some() {
-        return Ok(());
-    }
-    let queues = ctx.config.default_topic_queue_nums.max(queue_id + 1);
-    ctx.topics.create_if_absent(
-        topic,
-        queues,
-        crate::store::topics::perm::READ | crate::store::topics::perm::WRITE,
-    )?;
-    tracing::info!(topic, queues, "created the real topic of a delayed message");
-    ctx.register_now.notify_one();
-    Ok(())
-}
-
 pub async fn deliver_level(
     ctx: &BrokerContext,
     level: i32,
@@ -172,7 +154,7 @@ pub async fn deliver_level(
             };
             match restored {
                 Ok(Some(r)) => {
-                    ensure_real_topic(ctx, &r.topic, r.queue_id)?;
+                    ctx.ensure_topic(&r.topic, r.queue_id)?;
                     ctx.store
                         .put_records(&r.topic, r.queue_id, vec![r.record], true)
                         .await?;

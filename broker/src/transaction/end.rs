@@ -133,6 +133,7 @@ pub async fn end_transaction(
     if tx_type == sysflag::TRANSACTION_COMMIT_TYPE {
         let (topic, queue_id, rec) =
             build_commit_record(&view, tx_type, &ctx.config.message_limits())?;
+        ctx.ensure_topic(&topic, queue_id)?;
         ctx.store
             .put_records(&topic, queue_id, vec![rec], true)
             .await?;
