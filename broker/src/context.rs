@@ -136,7 +136,7 @@ impl BrokerContext {
             &root,
             config.auto_create_subscription_group,
         )?);
-        let delay_offsets = Arc::new(DelayOffsetTable::open(&root)?);
+        let delay_offsets = Arc::clone(store.delay_offsets());
         let store_host = store.store_host;
         let uniq_keys = UniqKeyGenerator::new(store_host.ip(), std::process::id(), {
             let t = std::time::SystemTime::now()

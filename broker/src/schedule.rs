@@ -11,8 +11,17 @@
 //!
 //! Failure handling: a refused or indeterminate re-proposal leaves the offset where it is and
 //! the unit is retried on the next round (an indeterminate one may then exist twice: delayed
-//! messages are at-least-once, MP-12). Offsets are persisted by the context's periodic task
-//! and copied to slaves by slave sync, so a new master resumes from the last synced offset.
+//! messages are at-least-once). Offsets are persisted by the context's periodic task and
+//! copied to slaves by slave sync.
+//!
+//! Progress from the log: every delivered record carries
+//! [`SCHEDULE_ORIGIN_PROPERTY`] (level, schedule-queue offset, physical offset of the unit).
+//! The dispatcher on every member turns committed deliveries into the log-derived delay
+//! offset, and each round starts at the larger of that and the service offset
+//! ([`DelayOffsetTable::get`](crate::store::DelayOffsetTable::get)). So a new master resumes
+//! exactly after the last committed delivery instead of the last synced offset (MP-12: no
+//! duplicates from the failover), and an indeterminate delivery that did commit is not
+//! repeated either.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +34,7 @@ use crate::error::BrokerError;
 use crate::message::properties::keys;
 use crate::message::record::{encode_record, CrcCheck, MagicPolicy, MessageLimits, RecordView};
 use crate::message::{topic as names, MessageProperties};
+use crate::store::delay_offsets::{ScheduleOrigin, SCHEDULE_ORIGIN_PROPERTY};
 
 /// Idle wait between rounds when nothing is due sooner.
 pub const DEFAULT_POLL: Duration = Duration::from_millis(100);
@@ -56,13 +66,14 @@ pub struct Restored {
     pub record: BytesMut,
 }
 
-/// Builds the real-topic record from a stored `SCHEDULE_TOPIC_XXXX` record. `Ok(None)` means
-/// the record must be dropped (no usable `REAL_TOPIC`/`REAL_QID`, or a half-message topic,
-/// which Java discards as a bug).
+/// Builds the real-topic record from a stored `SCHEDULE_TOPIC_XXXX` record, marked with its
+/// `origin`. `Ok(None)` means the record must be dropped (no usable `REAL_TOPIC`/`REAL_QID`,
+/// or a half-message topic, which Java discards as a bug).
 pub fn restore_delayed(
     raw: &[u8],
     limits: &MessageLimits,
     now_ms: i64,
+    origin: &ScheduleOrigin,
 ) -> Result<Option<Restored>, BrokerError> {
     let view = RecordView::parse(raw, CrcCheck::Skip)?;
     let mut props = MessageProperties::parse(view.properties)?;
@@ -81,7 +92,17 @@ pub fn restore_delayed(
     }
     props.remove(keys::DELAY_TIME_LEVEL);
     props.insert(keys::WAIT_STORE_MSG_OK, "false");
-    let encoded = props.encode()?;
+    props.insert(SCHEDULE_ORIGIN_PROPERTY, origin.encode());
+    let encoded = match props.encode() {
+        Ok(e) => e,
+        Err(e) => {
+            // Properties at the size limit: deliver unmarked (progress then comes from the
+            // service offset only) rather than drop the message.
+            tracing::warn!(error = %e, "no room for the schedule-origin marker");
+            props.remove(SCHEDULE_ORIGIN_PROPERTY);
+            props.encode()?
+        }
+    };
     let mut fields = view.fields();
     fields.topic = &topic;
     fields.queue_id = queue_id;
@@ -148,8 +169,13 @@ pub async fn deliver_level(
                 ctx.delay_offsets.update(level, offset);
                 return Ok(round);
             }
+            let origin = ScheduleOrigin {
+                level,
+                queue_offset: offset,
+                physical_offset: u.physical_offset,
+            };
             let restored = match ctx.store.read_message(u.physical_offset) {
-                Some(raw) => restore_delayed(&raw, &limits, now_ms()),
+                Some(raw) => restore_delayed(&raw, &limits, now_ms(), &origin),
                 None => Ok(None),
             };
             match restored {
@@ -180,7 +206,19 @@ pub async fn deliver_level(
 /// delivery time, at most `poll`.
 pub async fn run(ctx: Arc<BrokerContext>, stop: CancellationToken, poll: Duration) {
     let levels = ctx.config.message_delay_level_ms.len() as i32;
-    tracing::info!(levels, "schedule message service started");
+    let resume: Vec<(i32, i64, i64)> = (1..=levels)
+        .filter_map(|l| {
+            let from_log = ctx.delay_offsets.delivered(l);
+            let service = ctx.delay_offsets.service_offset(l);
+            (from_log.is_some() || service.is_some())
+                .then(|| (l, service.unwrap_or(-1), from_log.unwrap_or(-1)))
+        })
+        .collect();
+    tracing::info!(
+        levels,
+        ?resume,
+        "schedule message service started (level, service offset, log-derived offset)"
+    );
     let mut backoff = false;
     loop {
         if stop.is_cancelled() {
@@ -250,6 +288,12 @@ mod tests {
         assert_eq!(queue_id_of_level(18), 17);
     }
 
+    const ORIGIN: ScheduleOrigin = ScheduleOrigin {
+        level: 3,
+        queue_offset: 17,
+        physical_offset: 1234,
+    };
+
     fn schedule_record(props: &MessageProperties) -> BytesMut {
         let host: SocketAddr = "127.0.0.1:10911".parse().unwrap();
         let encoded = props.encode().unwrap();
@@ -283,7 +327,7 @@ mod tests {
         p.insert(keys::TAGS, "tagA");
         p.insert(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "U1");
         let raw = schedule_record(&p);
-        let r = restore_delayed(&raw, &MessageLimits::default(), 999)
+        let r = restore_delayed(&raw, &MessageLimits::default(), 999, &ORIGIN)
             .unwrap()
             .unwrap();
         assert_eq!(r.topic, "Orders");
@@ -301,6 +345,7 @@ mod tests {
         assert_eq!(props.get(keys::TAGS), Some("tagA"));
         assert_eq!(props.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX), Some("U1"));
         assert_eq!(props.get(keys::WAIT_STORE_MSG_OK), Some("false"));
+        assert_eq!(props.get(SCHEDULE_ORIGIN_PROPERTY), Some("3:17:1234"));
     }
 
     #[test]
@@ -308,21 +353,21 @@ mod tests {
         let mut p = MessageProperties::new();
         p.insert(keys::DELAY_TIME_LEVEL, "1");
         let raw = schedule_record(&p);
-        assert!(restore_delayed(&raw, &MessageLimits::default(), 1)
+        assert!(restore_delayed(&raw, &MessageLimits::default(), 1, &ORIGIN)
             .unwrap()
             .is_none());
         p.insert(keys::REAL_TOPIC, "T");
         p.insert(keys::REAL_QUEUE_ID, "x");
         let raw = schedule_record(&p);
-        assert!(restore_delayed(&raw, &MessageLimits::default(), 1)
+        assert!(restore_delayed(&raw, &MessageLimits::default(), 1, &ORIGIN)
             .unwrap()
             .is_none());
         p.insert(keys::REAL_TOPIC, names::TRANS_HALF_TOPIC);
         p.insert(keys::REAL_QUEUE_ID, "0");
         let raw = schedule_record(&p);
-        assert!(restore_delayed(&raw, &MessageLimits::default(), 1)
+        assert!(restore_delayed(&raw, &MessageLimits::default(), 1, &ORIGIN)
             .unwrap()
             .is_none());
-        assert!(restore_delayed(b"garbage", &MessageLimits::default(), 1).is_err());
+        assert!(restore_delayed(b"garbage", &MessageLimits::default(), 1, &ORIGIN).is_err());
     }
 }

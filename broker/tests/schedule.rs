@@ -1,17 +1,25 @@
 //! Delay-level messages end to end on one in-process broker (MemLog leader): held in
 //! SCHEDULE_TOPIC_XXXX queue level-1 with the delivery time as tag code, delivered to the
-//! real topic when due (DELAY removed), delay offsets advanced; nothing delivered while slave.
+//! real topic when due (DELAY removed), delay offsets advanced; nothing delivered while slave;
+//! delivery progress derived from the log (schedule-origin markers) across role switches and
+//! restarts.
 
 #![allow(clippy::unwrap_used)]
 
 mod roles_common;
 
+use std::sync::Arc;
 use std::time::Instant;
 
+use broker::broker::Broker;
 use broker::context::ServingRole;
 use broker::message::keys;
 use broker::message::topic::SCHEDULE_TOPIC;
+use broker::services::{BrokerRoleServices, RoleServiceSettings};
 use broker::store::commit_log::LedgerRole;
+use broker::store::delay_offsets::{
+    DelayOffsetTable, DELAY_FROM_LOG_FILE, SCHEDULE_ORIGIN_PROPERTY,
+};
 use broker::store::mem_log::MemLog;
 use remoting::ResponseCode;
 use roles_common::*;
@@ -112,4 +120,158 @@ async fn schedule_service_only_runs_on_the_master_and_resumes_from_offsets() {
     })
     .await;
     node.shutdown().await;
+}
+
+/// Delayed messages of level 1 sent to `topic` queue 0, bodies `<prefix><i>`.
+async fn send_delayed(
+    c: &remoting::RemotingClient,
+    addr: std::net::SocketAddr,
+    topic: &str,
+    prefix: &str,
+    n: usize,
+) {
+    let p = props(&[(keys::DELAY_TIME_LEVEL, "1")]);
+    for i in 0..n {
+        let body = format!("{prefix}{i}");
+        let r = call(c, addr, send_v2("PG", topic, 0, body.as_bytes(), &p)).await;
+        assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{:?}", r.remark());
+    }
+}
+
+/// Polls until `topic` queue 0 holds at least `n` messages; returns their bodies.
+async fn wait_delivered(
+    c: &remoting::RemotingClient,
+    addr: std::net::SocketAddr,
+    topic: &str,
+    n: usize,
+) -> Vec<String> {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let got = pull_all(c, addr, topic, 0).await;
+        if got.len() >= n {
+            return got
+                .iter()
+                .map(|m| String::from_utf8_lossy(&m.body).into_owned())
+                .collect();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{n} messages not delivered to {topic}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// MP-12 at unit scale: the dispatcher turns committed deliveries (their schedule-origin
+/// marker) into the log-derived delay offset, so a master whose synced delay offset is stale
+/// does not deliver again; a forged marker moves nothing.
+#[tokio::test]
+async fn log_derived_delay_progress_prevents_redelivery_after_a_stale_sync() {
+    let log = MemLog::new_leader();
+    let node = Node::start(log.clone(), "schedulePollMs=20\n").await;
+    node.wait_role(ServingRole::Master).await;
+    let c = client();
+    let offsets = Arc::clone(&node.ctx().delay_offsets);
+
+    // A forged marker naming a real schedule unit (level 2, due in 5 s) with the wrong
+    // physical offset is ignored by the dispatcher.
+    let p2 = props(&[(keys::DELAY_TIME_LEVEL, "2")]);
+    let r = call(&c, node.addr, send_v2("PG", "DelayF", 0, b"later", &p2)).await;
+    assert_eq!(r.response_code(), ResponseCode::SUCCESS);
+    let cq2 = node.ctx().store.consume_queues().clone();
+    wait_for("level-2 unit", || {
+        cq2.get(SCHEDULE_TOPIC, 1)
+            .is_some_and(|q| q.max_offset() == 1)
+    })
+    .await;
+    let phys = cq2
+        .get(SCHEDULE_TOPIC, 1)
+        .unwrap()
+        .get(0)
+        .unwrap()
+        .unwrap()
+        .physical_offset;
+    let forged = format!("2:0:{}", phys + 1);
+    let pf = props(&[(SCHEDULE_ORIGIN_PROPERTY, &forged)]);
+    let r = call(&c, node.addr, send_v2("PG", "Forged", 0, b"f", &pf)).await;
+    assert_eq!(r.response_code(), ResponseCode::SUCCESS);
+    wait_delivered(&c, node.addr, "Forged", 1).await;
+    assert_eq!(offsets.delivered(2), None, "forged marker moved progress");
+
+    send_delayed(&c, node.addr, "DelayL", "m", 3).await;
+    let got = wait_delivered(&c, node.addr, "DelayL", 3).await;
+    assert_eq!(got, ["m0", "m1", "m2"]);
+    let first = &pull_all(&c, node.addr, "DelayL", 0).await[0];
+    let marker = prop(first, SCHEDULE_ORIGIN_PROPERTY).unwrap();
+    assert!(marker.starts_with("1:0:"), "{marker}");
+    wait_for("log-derived offset", || offsets.delivered(1) == Some(3)).await;
+
+    // Slave, and a stale synced offset (as from a master that had not synced since).
+    log.set_role(LedgerRole::Follower, 2);
+    node.wait_role(ServingRole::Slave).await;
+    let stale = DelayOffsetTable::parse_body(br#"{"offsetTable":{1:0}}"#).unwrap();
+    offsets.apply_snapshot(stale).unwrap();
+    assert_eq!(offsets.service_offset(1), Some(0));
+    assert_eq!(offsets.get(1), Some(3));
+
+    // Master again: resumes after the last committed delivery, not from 0.
+    log.set_role(LedgerRole::Leader, 3);
+    node.wait_role(ServingRole::Master).await;
+    send_delayed(&c, node.addr, "DelayL", "n", 1).await;
+    wait_delivered(&c, node.addr, "DelayL", 4).await;
+    wait_for("log-derived offset", || offsets.delivered(1) == Some(4)).await;
+    let got = wait_delivered(&c, node.addr, "DelayL", 4).await;
+    assert_eq!(
+        got,
+        ["m0", "m1", "m2", "n0"],
+        "redelivered after the switch"
+    );
+    node.shutdown().await;
+}
+
+/// The log-derived progress survives a restart that lost both offset files (kill -9 before
+/// the periodic persist): the dispatcher re-reads the log for the markers.
+#[tokio::test]
+async fn log_derived_delay_progress_survives_a_restart_without_offset_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = MemLog::new_leader();
+    let start = |port: u16| {
+        let cfg = config(dir.path(), port, "schedulePollMs=20\n");
+        let services = Arc::new(BrokerRoleServices::with_settings(
+            RoleServiceSettings::from_config(&cfg),
+        ));
+        Broker::start_with_log(cfg, Arc::new(log.clone()), services)
+    };
+    let c = client();
+    let port = free_port();
+    let b = start(port).await.unwrap();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    wait_for("master", || b.context().role.role() == ServingRole::Master).await;
+    send_delayed(&c, addr, "DelayS", "m", 2).await;
+    wait_delivered(&c, addr, "DelayS", 2).await;
+    wait_for("log-derived offset", || {
+        b.context().delay_offsets.delivered(1) == Some(2)
+    })
+    .await;
+    b.shutdown().await;
+    // As if killed before any persist: a stale service offset, no log-derived file.
+    let cfg_dir = dir.path().join("config");
+    std::fs::write(cfg_dir.join("delayOffset.json"), r#"{"offsetTable":{1:0}}"#).unwrap();
+    std::fs::remove_file(cfg_dir.join(DELAY_FROM_LOG_FILE)).unwrap();
+
+    let port = free_port();
+    let b = start(port).await.unwrap();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    wait_for("master", || b.context().role.role() == ServingRole::Master).await;
+    assert_eq!(b.context().delay_offsets.get(1), Some(2));
+    send_delayed(&c, addr, "DelayS", "n", 1).await;
+    let got = wait_delivered(&c, addr, "DelayS", 3).await;
+    wait_for("log-derived offset", || {
+        b.context().delay_offsets.delivered(1) == Some(3)
+    })
+    .await;
+    let got2 = wait_delivered(&c, addr, "DelayS", 3).await;
+    assert_eq!(got, ["m0", "m1", "n0"]);
+    assert_eq!(got2, got, "redelivered after the restart");
+    b.shutdown().await;
 }

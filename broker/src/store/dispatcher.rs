@@ -5,6 +5,14 @@
 //! Restart: consume queues are first truncated to the local log's end (units past it cannot
 //! be backed by data), then dispatch resumes at the first entry at or after the largest
 //! physical end found in the queues; re-dispatching an already written unit is a no-op.
+//!
+//! Delayed delivery progress: a committed record carrying the schedule-origin marker
+//! ([`SCHEDULE_ORIGIN_PROPERTY`]) whose level/offset/physical offset match a unit of the
+//! schedule queue advances the log-derived delay offset of its level
+//! ([`DelayOffsetTable::note_delivered`]). If that table is complete only through an earlier
+//! index than the consume queues (it is persisted periodically), dispatch starts there and
+//! the entries before the consume-queue resume point are read for the markers only; the
+//! published mark starts at that earlier point, so the role machine waits for it (R13).
 
 use std::sync::Arc;
 
@@ -13,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::commit_log::{first_index_at_or_after, LogEntry, ReplicatedLog};
 use super::consume_queue::{ConsumeQueueSet, CqUnit};
+use super::delay_offsets::{DelayOffsetTable, ScheduleOrigin, SCHEDULE_ORIGIN_PROPERTY};
 use super::index_file::KeyIndex;
 use crate::message::properties::keys;
 use crate::message::record::{CrcCheck, RecordView, DLEDGER_ENTRY_HEADER_LEN};
@@ -31,8 +40,12 @@ pub struct Dispatcher {
     cqs: Arc<ConsumeQueueSet>,
     index: Arc<KeyIndex>,
     delay_levels_ms: Vec<i64>,
+    delay_offsets: Arc<DelayOffsetTable>,
     tx: watch::Sender<DispatchMark>,
     next_index: i64,
+    /// Entries below this index are already in the consume queues and the index: they are
+    /// re-read only for delayed-delivery markers.
+    markers_only_below: i64,
 }
 
 impl Dispatcher {
@@ -43,6 +56,7 @@ impl Dispatcher {
         cqs: Arc<ConsumeQueueSet>,
         index: Arc<KeyIndex>,
         delay_levels_ms: Vec<i64>,
+        delay_offsets: Arc<DelayOffsetTable>,
     ) -> Result<(Dispatcher, watch::Receiver<DispatchMark>), super::StoreError> {
         let (_, max_end) = cqs.physical_end_bounds();
         let mut next_index = log.begin_index().max(0);
@@ -72,8 +86,23 @@ impl Dispatcher {
                 end_pos: resume,
             };
         }
+        let markers_only_below = next_index;
+        let delay_from = (delay_offsets.delivered_through() + 1).max(log.begin_index().max(0));
+        if delay_from < next_index {
+            // The log-derived delay offsets lag the consume queues: re-read from there.
+            let end_pos = match log.committed_entry(delay_from - 1) {
+                Ok(Some(e)) if delay_from > 0 => e.end_pos(),
+                _ => 0,
+            };
+            next_index = delay_from;
+            mark = DispatchMark {
+                index: delay_from - 1,
+                end_pos,
+            };
+        }
         tracing::info!(
             next_index,
+            markers_only_below,
             resume_pos = mark.end_pos,
             "dispatcher recovered"
         );
@@ -84,8 +113,10 @@ impl Dispatcher {
                 cqs,
                 index,
                 delay_levels_ms,
+                delay_offsets,
                 tx,
                 next_index,
+                markers_only_below,
             },
             rx,
         ))
@@ -101,6 +132,7 @@ impl Dispatcher {
                 match self.log.committed_entry(self.next_index) {
                     Ok(Some(e)) => {
                         self.dispatch(&e);
+                        self.delay_offsets.mark_dispatched_through(e.index);
                         progressed = Some(DispatchMark {
                             index: e.index,
                             end_pos: e.end_pos(),
@@ -160,6 +192,12 @@ impl Dispatcher {
                 return;
             }
         };
+        if let Some(v) = view.property(SCHEDULE_ORIGIN_PROPERTY) {
+            self.note_delivery(v);
+        }
+        if e.index < self.markers_only_below {
+            return;
+        }
         let phys = e.pos + DLEDGER_ENTRY_HEADER_LEN;
         if sysflag::is_dispatched_to_consume_queue(view.sys_flag) {
             let tag_code = if view.topic == topic::SCHEDULE_TOPIC {
@@ -198,6 +236,26 @@ impl Dispatcher {
             ) {
                 tracing::warn!(error = %err, "key index write failed");
             }
+        }
+    }
+
+    /// A delivered delayed message: advances the level's log-derived offset when the marker
+    /// names a real schedule unit (same physical offset), so a copied or forged property
+    /// cannot move progress.
+    fn note_delivery(&self, value: &[u8]) {
+        let Some(o) = ScheduleOrigin::parse(value) else {
+            tracing::debug!("malformed schedule-origin marker ignored");
+            return;
+        };
+        let unit = self
+            .cqs
+            .get(topic::SCHEDULE_TOPIC, o.level - 1)
+            .and_then(|q| q.get(o.queue_offset).ok().flatten());
+        match unit {
+            Some(u) if u.physical_offset == o.physical_offset => {
+                self.delay_offsets.note_delivered(&o);
+            }
+            _ => tracing::debug!(?o, "schedule-origin marker without a matching unit ignored"),
         }
     }
 }

@@ -25,15 +25,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::commit_log::{min_physical_offset, LogPosition, ProposeFailure, ReplicatedLog};
 use super::consume_queue::{ConsumeQueueSet, TimeBoundary};
+use super::delay_offsets::DelayOffsetTable;
 use super::dispatcher::{DispatchMark, Dispatcher};
 use super::index_file::{IndexConfig, KeyIndex};
 use super::StoreError;
 use crate::config::BrokerConfig;
 use crate::error::{AppendRefusal, BrokerError};
-use crate::message::record::{
-    patch_physical_offset, patch_queue_offset, read_store_timestamp, DLEDGER_ENTRY_HEADER_LEN,
-    PHYSICAL_OFFSET_POS,
-};
+use crate::message::record::{patch_queue_offset, read_store_timestamp, DLEDGER_ENTRY_HEADER_LEN};
 use crate::role::WaterMarks;
 
 /// Proposals allowed in flight at once: below DLedger's pending window (10000) so the ledger
@@ -105,6 +103,7 @@ pub struct MessageStore {
     log: Arc<dyn ReplicatedLog>,
     cqs: Arc<ConsumeQueueSet>,
     index: Arc<KeyIndex>,
+    delay_offsets: Arc<DelayOffsetTable>,
     /// Next queue offset per (topic, queueId); a missing entry means "consume queue max".
     queue_offsets: Mutex<HashMap<(String, i32), i64>>,
     resync_needed: AtomicBool,
@@ -140,11 +139,14 @@ impl MessageStore {
             cfg.mapped_file_size_consume_queue,
         )?);
         let index = Arc::new(KeyIndex::open(&cfg.index_dir(), IndexConfig::default())?);
+        // Opened here: the dispatcher derives delayed-delivery progress from the log into it.
+        let delay_offsets = Arc::new(DelayOffsetTable::open(&cfg.store_path_root_dir)?);
         let (dispatcher, dispatched) = Dispatcher::recover(
             Arc::clone(&log),
             Arc::clone(&cqs),
             Arc::clone(&index),
             cfg.message_delay_level_ms.clone(),
+            Arc::clone(&delay_offsets),
         )?;
         let stop = CancellationToken::new();
         let task = tokio::spawn(dispatcher.run(stop.clone()));
@@ -152,6 +154,7 @@ impl MessageStore {
             log,
             cqs,
             index,
+            delay_offsets,
             queue_offsets: Mutex::new(HashMap::new()),
             resync_needed: AtomicBool::new(false),
             inflight: Arc::new(Semaphore::new(MAX_INFLIGHT_PROPOSALS)),
@@ -168,6 +171,11 @@ impl MessageStore {
     /// The replicated log.
     pub fn log(&self) -> &Arc<dyn ReplicatedLog> {
         &self.log
+    }
+
+    /// The delay offsets (`BrokerContext::delay_offsets` is this table).
+    pub fn delay_offsets(&self) -> &Arc<DelayOffsetTable> {
+        &self.delay_offsets
     }
 
     /// The consume queues.
@@ -357,16 +365,11 @@ impl MessageStore {
         }
     }
 
-    /// The committed record at physical offset `phys`, with PHYSICALOFFSET = `phys` (the
-    /// ledger stores what was proposed; the field is filled in on the way out).
+    /// The committed record at physical offset `phys`, as stored: its PHYSICALOFFSET was
+    /// written by the log's append hook ([`crate::message::record::stamp_physical_offset`]),
+    /// so no read path rewrites it.
     pub fn read_message(&self, phys: i64) -> Option<Bytes> {
-        let rec = self.log.read_message(phys)?;
-        if physical_offset_field(&rec) == Some(phys) {
-            return Some(rec);
-        }
-        let mut b = BytesMut::from(&rec[..]);
-        let _ = patch_physical_offset(&mut b, phys);
-        Some(b.freeze())
+        self.log.read_message(phys)
     }
 
     /// Max logical offset of a queue.
@@ -506,9 +509,7 @@ impl MessageStore {
             }
             match self.log.read_message(u.physical_offset) {
                 Some(rec) => {
-                    let start = r.body.len();
                     r.body.extend_from_slice(&rec);
-                    let _ = patch_physical_offset(&mut r.body[start..], u.physical_offset);
                     r.message_count += 1;
                 }
                 None => {
@@ -587,13 +588,6 @@ impl Proposal {
             Proposal::Waiting(f) => f.await,
         }
     }
-}
-
-fn physical_offset_field(rec: &[u8]) -> Option<i64> {
-    let b = rec.get(PHYSICAL_OFFSET_POS..PHYSICAL_OFFSET_POS + 8)?;
-    let mut a = [0u8; 8];
-    a.copy_from_slice(b);
-    Some(i64::from_be_bytes(a))
 }
 
 /// Polls `fut` exactly once.
