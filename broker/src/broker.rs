@@ -57,14 +57,10 @@ pub fn ledger_options(cfg: &BrokerConfig) -> Result<LedgerOptions, BrokerError> 
     let mut opts = LedgerOptions::new(&group, &self_id, peers, cfg.dledger_base_dir());
     opts.store.data_segment_bytes = cfg.mapped_file_size_commit_log;
     // Java's DLedgerCommitLog append hook: the stored record carries its own physical offset
-    // (entry pos + 48), written before the CRCs and before replication. Bodies too short to
-    // be a record (the election no-op) are left alone.
-    opts.append_hook = Some(AppendHook(Arc::new(|pos, body| {
-        let _ = crate::message::record::patch_physical_offset(
-            body,
-            crate::message::record::physical_offset_of_entry(pos),
-        );
-    })));
+    // (entry pos + 48), written before the CRCs and before replication.
+    opts.append_hook = Some(AppendHook(Arc::new(
+        crate::message::record::stamp_physical_offset,
+    )));
     for (k, v) in &cfg.extra {
         match opts.apply_property(k, v) {
             Ok(_) => {}

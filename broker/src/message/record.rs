@@ -273,6 +273,14 @@ pub fn patch_physical_offset(record: &mut [u8], physical_offset: i64) -> Result<
     put_i64_at(record, PHYSICAL_OFFSET_POS, physical_offset)
 }
 
+/// The leader's append hook (Java's DLedgerCommitLog): writes PHYSICALOFFSET = `pos` + 48
+/// into the record held by the entry at `pos`, before CRCs and replication, so every read
+/// path serves the stored bytes as they are. Bodies too short to be a record (the election
+/// no-op) are left alone. Both `LedgerOptions::append_hook` and the in-memory test log apply it.
+pub fn stamp_physical_offset(pos: i64, record: &mut [u8]) {
+    let _ = patch_physical_offset(record, physical_offset_of_entry(pos));
+}
+
 /// Byte offset of STORETIMESTAMP for a record with this sysflag.
 pub fn store_timestamp_pos(sys_flag: i32) -> usize {
     BORN_HOST_POS

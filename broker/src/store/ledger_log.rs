@@ -6,9 +6,7 @@
 //!
 //! PHYSICALOFFSET: the ledger's append hook (installed by `broker::ledger_options`) writes
 //! `pos + 48` into the record before it is stored and replicated, as Java's DLedgerCommitLog
-//! does. The read paths still rewrite the field when it differs (see
-//! `MessageStore::read_message`), so records from logs written without the hook are served
-//! correctly too.
+//! does; read paths serve stored records unchanged.
 
 use std::future::Future;
 use std::pin::Pin;

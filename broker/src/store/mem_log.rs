@@ -2,18 +2,21 @@
 //!
 //! Every proposal is appended and committed when `propose` is called (so the ordering
 //! contract holds trivially). Entries are laid out like DLedger's data log: contiguous, each
-//! taking 48 header bytes plus its body. Tests switch the role with [`MemLog::set_role`].
+//! taking 48 header bytes plus its body, and the body gets the same append hook as the
+//! ledger's ([`stamp_physical_offset`]: PHYSICALOFFSET = pos + 48), so stored records are
+//! byte-identical to what a DLedger member holds. Tests switch the role with
+//! [`MemLog::set_role`].
 
 use std::sync::{Arc, RwLock};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
 
 use super::commit_log::{
     CommitMark, LedgerRole, LogEntry, LogPosition, LogRoleState, ProposeFailure, ProposeFuture,
     ReplicatedLog,
 };
-use crate::message::record::DLEDGER_ENTRY_HEADER_LEN;
+use crate::message::record::{stamp_physical_offset, DLEDGER_ENTRY_HEADER_LEN};
 
 #[derive(Debug, Default)]
 struct Entries {
@@ -75,6 +78,9 @@ impl MemLog {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let pos = g.end_pos;
         let index = g.list.len() as i64;
+        let mut body = BytesMut::from(body);
+        stamp_physical_offset(pos, &mut body);
+        let body = body.freeze();
         g.end_pos = pos + DLEDGER_ENTRY_HEADER_LEN + body.len() as i64;
         let end_pos = g.end_pos;
         g.list.push((pos, body));
@@ -146,5 +152,53 @@ impl ReplicatedLog for MemLog {
 
     fn shutdown(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
         Box::pin(async {})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::record::{CrcCheck, RecordView};
+
+    fn record() -> Bytes {
+        use crate::message::record::{encode_record, MagicPolicy, MessageLimits, RecordFields};
+        let host = "127.0.0.1:10911".parse().unwrap();
+        let f = RecordFields {
+            queue_id: 0,
+            flag: 0,
+            queue_offset: 0,
+            physical_offset: 0,
+            sys_flag: 0,
+            born_timestamp: 1,
+            born_host: host,
+            store_timestamp: 2,
+            store_host: host,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: b"hello",
+            topic: "T",
+            properties: b"",
+        };
+        let mut b = bytes::BytesMut::new();
+        encode_record(&f, &MessageLimits::default(), MagicPolicy::Auto, &mut b).unwrap();
+        b.freeze()
+    }
+
+    #[tokio::test]
+    async fn appends_apply_the_ledger_append_hook() {
+        let log = MemLog::new_leader();
+        // The election no-op (empty body) is stored untouched.
+        let noop = log.propose(Bytes::new()).await.unwrap();
+        assert_eq!(
+            log.committed_entry(noop.index).unwrap().unwrap().body.len(),
+            0
+        );
+        for _ in 0..2 {
+            let p = log.propose(record()).await.unwrap();
+            let stored = log.read_message(p.physical_offset()).unwrap();
+            let view = RecordView::parse(&stored, CrcCheck::Verify).unwrap();
+            assert_eq!(view.physical_offset, p.pos + DLEDGER_ENTRY_HEADER_LEN);
+            assert_eq!(log.committed_entry(p.index).unwrap().unwrap().body, stored);
+        }
     }
 }
