@@ -75,7 +75,7 @@ pub(crate) fn ensure_segment(
         }
         let seg = sh
             .dir
-            .create_segment(kind, start, len)
+            .create_segment(kind, start, len, true)
             .map_err(|e| StoreError::io("create", sh.dir.display(kind, &segment_name(start)), e))?;
         let mut segs = list.write();
         if segs.last().map_or(first_start, |l| l.end()) == start {

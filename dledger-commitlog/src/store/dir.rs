@@ -96,15 +96,22 @@ impl Dir {
         }
     }
 
-    /// Creates, allocates and pre-touches a new segment; its name is durable on return.
-    pub(crate) fn create_segment(&self, kind: Kind, start: u64, len: u64) -> io::Result<Segment> {
+    /// Creates and allocates a new segment. `now`: also pre-faults it and makes its name
+    /// durable before returning; otherwise (background creation) the caller populates it
+    /// before publishing it and syncs the name after (a flush syncs it first if still needed).
+    pub(crate) fn create_segment(
+        &self,
+        kind: Kind,
+        start: u64,
+        len: u64,
+        now: bool,
+    ) -> io::Result<Segment> {
         let name = segment_name(start);
         match self {
             Dir::Fs { root, faults } => {
                 faults.check(kind.create_point())?;
                 let dir = root.join(kind.dir_name());
-                let seg = MmapSegment::create(&dir.join(&name), len)?;
-                atomic_file::sync_dir(&dir)?;
+                let seg = MmapSegment::create(&dir.join(&name), len, now)?;
                 Ok(Segment::mmap(kind, start, seg, len, faults.clone()))
             }
             Dir::Mem(m) => {

@@ -15,8 +15,11 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use memmap2::{MmapOptions, MmapRaw};
+use memmap2::{Advice, MmapOptions, MmapRaw};
+
+use super::atomic_file::sync_dir;
 
 const PAGE: usize = 4096;
 const ZERO_CHUNK: usize = 1 << 20;
@@ -27,6 +30,8 @@ pub(crate) struct MmapSegment {
     map: MmapRaw,
     len: usize,
     path: PathBuf,
+    /// The file's name is durable (its directory was fsynced after it was created).
+    name_durable: AtomicBool,
     _file: File,
 }
 
@@ -67,9 +72,11 @@ fn zero_fill(file: &mut File, from: u64, to: u64) -> io::Result<()> {
 }
 
 impl MmapSegment {
-    /// Creates (or completes a half-created) file of `len` bytes, allocates it, maps it and
-    /// pre-touches every page so the append path takes no first-touch faults.
-    pub(crate) fn create(path: &Path, len: u64) -> io::Result<MmapSegment> {
+    /// Creates (or completes a half-created) file of `len` bytes, allocates it and maps it.
+    /// `now`: also make every page present ([`MmapSegment::populate`]) and the name durable
+    /// ([`MmapSegment::sync_name`]) before returning; otherwise the caller does both (the
+    /// background creator: populating in chunks, and syncing the name off the writer's path).
+    pub(crate) fn create(path: &Path, len: u64, now: bool) -> io::Result<MmapSegment> {
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -84,8 +91,11 @@ impl MmapSegment {
             ));
         }
         allocate(&mut file, have, len)?;
-        let seg = Self::map(file, path, len)?;
-        seg.pretouch();
+        let seg = Self::map(file, path, len, false)?;
+        if now {
+            seg.populate(0, seg.len);
+            seg.sync_name()?;
+        }
         Ok(seg)
     }
 
@@ -97,16 +107,20 @@ impl MmapSegment {
         if have < len {
             allocate(&mut file, have, len)?;
         }
-        Self::map(file, path, len)
+        Self::map(file, path, len, true)
     }
 
-    fn map(file: File, path: &Path, len: u64) -> io::Result<MmapSegment> {
+    fn map(file: File, path: &Path, len: u64, name_durable: bool) -> io::Result<MmapSegment> {
         let len_usize = usize::try_from(len).map_err(|_| io::Error::other("segment too large"))?;
         let map = MmapOptions::new().len(len_usize).map_raw(&file)?;
+        // A hint only (large page-cache folios: fewer faults when writing, fewer write-protect
+        // faults after each msync, cheaper scans); kernels that ignore it lose nothing.
+        let _ = map.advise(Advice::HugePage);
         Ok(MmapSegment {
             map,
             len: len_usize,
             path: path.to_path_buf(),
+            name_durable: AtomicBool::new(name_durable),
             _file: file,
         })
     }
@@ -121,15 +135,33 @@ impl MmapSegment {
         }
     }
 
-    /// Touches every page (writes a zero into each) of a freshly created, unpublished segment.
-    fn pretouch(&self) {
+    /// Makes the pages of `[off, off+len)` of a freshly created, unpublished segment present
+    /// and writable in the page tables, so the append path takes no first-touch faults. The
+    /// kernel does it in bulk (`MADV_POPULATE_WRITE`, Linux 5.14+): no fault entry/exit per
+    /// page, and with the huge-page hint the page cache can use large folios; on this machine
+    /// a 64 MiB file takes ~16-18 ms instead of ~28 ms touched page by page. Kernels without
+    /// it fall back to touching each page. Out-of-range parts are ignored.
+    pub(crate) fn populate(&self, off: usize, len: usize) {
+        let off = off.min(self.len);
+        let end = off.saturating_add(len).min(self.len);
+        if off >= end {
+            return;
+        }
+        let start = off - off % PAGE;
+        if self
+            .map
+            .advise_range(Advice::PopulateWrite, start, end - start)
+            .is_ok()
+        {
+            return;
+        }
         let base = self.map.as_mut_ptr();
-        let mut off = 0;
-        while off < self.len {
-            // SAFETY: `off < len`, inside the mapping; the segment is new and not yet shared
-            // with anyone, and it is all zeros, so writing a zero changes nothing visible.
-            unsafe { base.add(off).write_volatile(0) };
-            off += PAGE;
+        let mut at = start;
+        while at < end {
+            // SAFETY: `at < end <= len`, inside the mapping; the segment is new and not yet
+            // shared with anyone, and it is all zeros, so writing a zero changes nothing.
+            unsafe { base.add(at).write_volatile(0) };
+            at += PAGE;
         }
     }
 
@@ -161,12 +193,25 @@ impl MmapSegment {
         Ok(f(slice))
     }
 
-    /// msync(MS_SYNC) of `[off, off+len)`.
+    /// Makes the file's name durable (fsync of its directory) unless that was done already.
+    pub(crate) fn sync_name(&self) -> io::Result<()> {
+        if self.name_durable.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let dir = self.path.parent().unwrap_or_else(|| Path::new("."));
+        sync_dir(dir)?;
+        self.name_durable.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// msync(MS_SYNC) of `[off, off+len)`; first makes the name durable if it is not yet
+    /// (data in a file whose name could vanish is not durable).
     pub(crate) fn flush(&self, off: usize, len: usize) -> io::Result<()> {
         self.check(off, len)?;
         if len == 0 {
             return Ok(());
         }
+        self.sync_name()?;
         self.map.flush_range(off, len)
     }
 

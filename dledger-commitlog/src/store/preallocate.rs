@@ -2,6 +2,11 @@
 //! pre-touching it), so the append path never pays for file creation or first-touch faults.
 //! The writer waits only if it reaches a file whose creation is still in progress, and creates
 //! it itself if nobody asked for it (or the background attempt failed: then it gets the error).
+//!
+//! Index files are small but, with small entries, needed often (2 MiB of index per ~11 MiB of
+//! 128-byte entries); a data file takes tens of milliseconds to populate. So index jobs go
+//! first, and a data file is populated in chunks with any waiting index job done in between:
+//! the writer never stalls on an index file queued behind a data file.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -16,6 +21,27 @@ struct Queue {
     in_progress: HashSet<(Kind, u64)>,
     stop: bool,
 }
+
+impl Queue {
+    /// The next job: index files first (see the module doc), then in request order.
+    fn pop_next(&mut self) -> Option<(Kind, u64)> {
+        let i = self
+            .pending
+            .iter()
+            .position(|(k, _)| *k == Kind::Index)
+            .unwrap_or(0);
+        self.pending.remove(i)
+    }
+
+    /// The next waiting index job, if any.
+    fn pop_index(&mut self) -> Option<(Kind, u64)> {
+        let i = self.pending.iter().position(|(k, _)| *k == Kind::Index)?;
+        self.pending.remove(i)
+    }
+}
+
+/// Bytes of a data file populated between two looks at the queue (a few milliseconds).
+const POPULATE_CHUNK: u64 = 8 << 20;
 
 #[derive(Debug, Default)]
 pub(crate) struct PreallocState {
@@ -95,15 +121,41 @@ fn run(sh: &Shared) {
                 if q.stop {
                     return;
                 }
-                if let Some(job) = q.pending.pop_front() {
+                if let Some(job) = q.pop_next() {
                     break job;
                 }
                 q = sh.prealloc.cv.wait(q).unwrap_or_else(|e| e.into_inner());
             }
         };
-        create_one(sh, kind, start);
-        sh.prealloc.lock().in_progress.remove(&(kind, start));
-        sh.prealloc.cv.notify_all();
+        run_job(sh, kind, start);
+    }
+}
+
+fn run_job(sh: &Shared, kind: Kind, start: u64) {
+    create_one(sh, kind, start);
+    release(sh, kind, start);
+}
+
+/// Marks the job finished and wakes a writer waiting for it.
+fn release(sh: &Shared, kind: Kind, start: u64) {
+    sh.prealloc.lock().in_progress.remove(&(kind, start));
+    sh.prealloc.cv.notify_all();
+}
+
+/// Runs the index jobs waiting now (between two chunks of a data file); false once stopping.
+fn run_waiting_index_jobs(sh: &Shared) -> bool {
+    loop {
+        let job = {
+            let mut q = sh.prealloc.lock();
+            if q.stop {
+                return false;
+            }
+            q.pop_index()
+        };
+        match job {
+            Some((kind, start)) => run_job(sh, kind, start),
+            None => return true,
+        }
     }
 }
 
@@ -117,11 +169,30 @@ fn create_one(sh: &Shared, kind: Kind, start: u64) {
     if !wanted(&list.read()) {
         return;
     }
-    match sh.dir.create_segment(kind, start, list.seg_len()) {
+    match sh.dir.create_segment(kind, start, list.seg_len(), false) {
         Ok(seg) => {
+            match kind {
+                Kind::Index => seg.populate(0, seg.len()),
+                Kind::Data => {
+                    let mut off = 0;
+                    while off < seg.len() {
+                        seg.populate(off, POPULATE_CHUNK);
+                        off += POPULATE_CHUNK;
+                        if !run_waiting_index_jobs(sh) {
+                            // Stopping: the rest is faulted in by the writer, if ever used.
+                            break;
+                        }
+                    }
+                }
+            }
             let mut segs = list.write();
             if wanted(&segs) {
                 segs.push(Arc::new(seg));
+                drop(segs);
+                release(sh, kind, start);
+                // The name is made durable by the first flush that covers this file
+                // (`Segment::flush`), not here: a directory fsync is a journal commit (up to
+                // ~15 ms on this machine) and would hold up the next job the writer waits for.
                 tracing::debug!(?kind, start, "next segment ready");
             } else {
                 drop(segs);

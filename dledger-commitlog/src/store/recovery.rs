@@ -495,13 +495,15 @@ fn rebuild_index(
                 Some(l) => l.end(),
                 None => addr - addr % len,
             };
-            let seg = dir.create_segment(Kind::Index, start, len).map_err(|e| {
-                StoreError::io(
-                    "create",
-                    dir.display(Kind::Index, &super::segment::segment_name(start)),
-                    e,
-                )
-            })?;
+            let seg = dir
+                .create_segment(Kind::Index, start, len, true)
+                .map_err(|e| {
+                    StoreError::io(
+                        "create",
+                        dir.display(Kind::Index, &super::segment::segment_name(start)),
+                        e,
+                    )
+                })?;
             index.push(Arc::new(seg));
             continue;
         }

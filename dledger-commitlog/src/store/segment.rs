@@ -156,7 +156,17 @@ impl Segment {
         }
     }
 
-    /// Makes `[off, off+len)` durable.
+    /// Pre-faults `[off, off+len)` of a new, unpublished segment (mmap only; memory segments
+    /// have no page tables).
+    pub(crate) fn populate(&self, off: u64, len: u64) {
+        if let Backing::Mmap(m) = &self.backing {
+            let off = usize::try_from(off).unwrap_or(usize::MAX);
+            let len = usize::try_from(len).unwrap_or(usize::MAX);
+            m.populate(off, len);
+        }
+    }
+
+    /// Makes `[off, off+len)` durable (and the file's name, the first time).
     pub(crate) fn flush(&self, off: u64, len: u64) -> io::Result<()> {
         self.faults.check(FaultPoint::Flush)?;
         let off = usize::try_from(off).map_err(|_| io::Error::other("offset overflow"))?;
