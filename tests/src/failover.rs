@@ -1,7 +1,8 @@
 //! Process-level failover harness: one `mqnamesrv` and a 3-member DLedger group of `mqbroker`
 //! processes on free loopback ports, with kill -9 / SIGSTOP / SIGCONT / restart, a minimal
-//! client (route query, send, pull, consumer offsets) and the checker shared by the MP-xx
-//! tests (RELIABILITY.md §6).
+//! client (route query, send, pull, max offset, consumer offsets), sequential producers, queue
+//! consumers (long-polling "push" style and plain pull) that follow the master, and the
+//! checkers shared by the MP-xx tests (RELIABILITY.md §6).
 //!
 //! Binaries: this package's `it-mqbroker` / `it-mqnamesrv` (the real programs), passed in
 //! with [`failover_bins!`] from the test crates; the name server is started by
@@ -22,7 +23,8 @@ use broker::message::{decode_records, CrcCheck, StoredMessage};
 use bytes::Bytes;
 use remoting::body::TopicRouteData;
 use remoting::headers::{
-    GetRouteInfoRequestHeader, PullMessageRequestHeader, QueryConsumerOffsetRequestHeader,
+    GetMaxOffsetRequestHeader, GetRouteInfoRequestHeader, OffsetResponseHeader,
+    PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
     SendMessageRequestHeaderV2, UpdateConsumerOffsetRequestHeader,
 };
 use remoting::{ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode};
@@ -31,6 +33,8 @@ use remoting::{ClientConfig, RemotingClient, RemotingCommand, RequestCode, Respo
 pub const GROUP: &str = "FoGroup";
 /// Request timeout of the test client.
 pub const RPC_TIMEOUT: Duration = Duration::from_secs(3);
+/// Queues of a topic auto-created by the test client's sends (TBW102 has 8 write queues).
+pub const TOPIC_QUEUES: i32 = 8;
 
 /// The programs under test, from this package's `it-*` binaries.
 #[macro_export]
@@ -305,7 +309,7 @@ impl TestClient {
             producer_group: "FoProducer".into(),
             topic: topic.into(),
             default_topic: "TBW102".into(),
-            default_topic_queue_nums: 4,
+            default_topic_queue_nums: TOPIC_QUEUES,
             queue_id,
             sys_flag: 0,
             born_timestamp: broker::context::now_ms(),
@@ -371,6 +375,90 @@ impl TestClient {
             };
             offset = last.queue_offset + 1;
             out.extend(recs);
+        }
+    }
+
+    /// GET_MAX_OFFSET of a queue on `addr` (its consume queue: committed, dispatched data).
+    pub async fn max_offset(&self, addr: SocketAddr, topic: &str, queue_id: i32) -> Option<i64> {
+        let h = GetMaxOffsetRequestHeader {
+            topic: topic.into(),
+            queue_id,
+            committed: Some(true),
+            broker_name: None,
+        };
+        let req = RemotingCommand::request(RequestCode::GET_MAX_OFFSET, &h);
+        let r = self.client.invoke(addr, req, RPC_TIMEOUT).await.ok()?;
+        if r.response_code() != ResponseCode::SUCCESS {
+            return None;
+        }
+        r.decode_header::<OffsetResponseHeader>()
+            .ok()
+            .map(|h| h.offset)
+    }
+
+    /// Whether the broker at `addr` serves as master (`brokerActive` of
+    /// GET_BROKER_RUNTIME_INFO); `None` when it does not answer within `timeout`.
+    pub async fn is_master(&self, addr: SocketAddr, timeout: Duration) -> Option<bool> {
+        let req = RemotingCommand::request_empty(RequestCode::GET_BROKER_RUNTIME_INFO);
+        let r = self.client.invoke(addr, req, timeout).await.ok()?;
+        if r.response_code() != ResponseCode::SUCCESS {
+            return None;
+        }
+        let v: serde_json::Value = serde_json::from_slice(r.body()).ok()?;
+        v["table"]["brokerActive"].as_str().map(|s| s == "true")
+    }
+
+    /// One pull of `queue_id` at `offset` for `group`; `suspend` > 0 long-polls (and commits
+    /// `offset` like a push consumer).
+    pub async fn pull_once(
+        &self,
+        addr: SocketAddr,
+        group: &str,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        suspend: Duration,
+    ) -> PullOutcome {
+        let long = !suspend.is_zero();
+        let h = PullMessageRequestHeader {
+            consumer_group: group.into(),
+            topic: topic.into(),
+            queue_id,
+            queue_offset: offset,
+            max_msg_nums: 32,
+            // SUBSCRIPTION, plus SUSPEND and COMMIT_OFFSET for the long-polling consumer.
+            sys_flag: if long { 0x4 | 0x2 | 0x1 } else { 0x4 },
+            commit_offset: if long { offset } else { 0 },
+            suspend_timeout_millis: suspend.as_millis() as i64,
+            subscription: Some("*".into()),
+            sub_version: 0,
+            expression_type: Some("TAG".into()),
+            ..Default::default()
+        };
+        let req = RemotingCommand::request(RequestCode::PULL_MESSAGE, &h);
+        let resp = match self.client.invoke(addr, req, RPC_TIMEOUT + suspend).await {
+            Ok(r) => r,
+            Err(_) => return PullOutcome::Failed,
+        };
+        match resp.response_code() {
+            ResponseCode::SUCCESS => {
+                let recs: Result<Vec<StoredMessage>, _> =
+                    decode_records(resp.body().clone(), CrcCheck::Verify).collect();
+                match recs {
+                    Ok(r) => PullOutcome::Found(r),
+                    Err(_) => PullOutcome::Failed,
+                }
+            }
+            ResponseCode::PULL_NOT_FOUND | ResponseCode::PULL_RETRY_IMMEDIATELY => {
+                PullOutcome::NoNew
+            }
+            _ => {
+                let next = resp
+                    .decode_header::<PullMessageResponseHeader>()
+                    .ok()
+                    .map(|h| h.next_begin_offset);
+                PullOutcome::Other(resp.code(), next)
+            }
         }
     }
 
@@ -602,6 +690,213 @@ pub fn check_history(h: &History, log: &[StoredMessage]) -> Result<(), String> {
                 "queue offsets not dense at {i}: {}",
                 m.queue_offset
             ));
+        }
+    }
+    Ok(())
+}
+
+/// Answer to one consumer pull.
+#[derive(Debug)]
+pub enum PullOutcome {
+    /// Records from the requested offset on.
+    Found(Vec<StoredMessage>),
+    /// Nothing new (PULL_NOT_FOUND, or PULL_RETRY_IMMEDIATELY).
+    NoNew,
+    /// Another code (e.g. PULL_OFFSET_MOVED) with the broker's nextBeginOffset if any.
+    Other(i32, Option<i64>),
+    /// No answer (connection lost, timeout) or undecodable records.
+    Failed,
+}
+
+/// How a test consumer waits for new messages: a push consumer long-polls each queue (one
+/// task per queue, suspended in the broker until messages arrive); a pull consumer loops over
+/// the queues and pauses briefly when a round found nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsumerStyle {
+    LongPoll,
+    PlainPull,
+}
+
+/// What one consumer saw: per queue, (queue offset, sequence number) in the order received;
+/// anything irregular (a record not at the expected offset, a moved offset) in `errors`.
+#[derive(Debug, Default)]
+pub struct Consumed {
+    pub queues: BTreeMap<i32, Vec<(i64, u64)>>,
+    pub errors: Vec<String>,
+    /// Pull answers other than records / nothing new (failovers, stale routes).
+    pub failed_pulls: u64,
+}
+
+/// Ends a consumer run: `Some(max offsets per queue)` once the producers stopped; each
+/// consumer returns when it has read every queue up to its target.
+pub type DrainTargets = tokio::sync::watch::Receiver<Option<Vec<i64>>>;
+
+async fn current_master(c: &TestClient, topic: &str) -> Option<SocketAddr> {
+    let m = match c.master(topic).await {
+        Some(m) => Some(m),
+        None => c.master("TBW102").await,
+    };
+    m.and_then(|m| m.parse().ok())
+}
+
+/// Reads queues `queues` of `topic` from 0, always from the current master (re-queried after a
+/// failed pull), never going back: the consumer's offset only moves past records it received.
+async fn consume_queues(
+    namesrv: SocketAddr,
+    group: String,
+    topic: String,
+    queues: Vec<i32>,
+    suspend: Duration,
+    targets: DrainTargets,
+) -> Consumed {
+    let c = TestClient::new(namesrv);
+    let mut out = Consumed::default();
+    let mut next: BTreeMap<i32, i64> = queues.iter().map(|q| (*q, 0)).collect();
+    let mut master: Option<SocketAddr> = None;
+    loop {
+        if let Some(t) = targets.borrow().as_ref() {
+            if next.iter().all(|(q, n)| *n >= t[*q as usize]) {
+                return out;
+            }
+        }
+        let m = match master {
+            Some(m) => m,
+            None => match current_master(&c, &topic).await {
+                Some(m) => {
+                    master = Some(m);
+                    m
+                }
+                None => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+        };
+        let mut found = false;
+        for q in &queues {
+            let at = next[q];
+            match c.pull_once(m, &group, &topic, *q, at, suspend).await {
+                PullOutcome::Found(recs) => {
+                    found |= !recs.is_empty();
+                    let seen = out.queues.entry(*q).or_default();
+                    let mut expect = at;
+                    for r in recs {
+                        if r.queue_offset != expect {
+                            out.errors.push(format!(
+                                "queue {q}: record at offset {} where {expect} was expected",
+                                r.queue_offset
+                            ));
+                        }
+                        seen.push((r.queue_offset, seq_of(&r).unwrap_or(u64::MAX)));
+                        expect = r.queue_offset + 1;
+                    }
+                    next.insert(*q, expect.max(at));
+                }
+                PullOutcome::NoNew => {}
+                PullOutcome::Other(code, nbo) => {
+                    // On the master this would mean the offset is outside the queue: the
+                    // consumer saw data the master no longer has.
+                    out.failed_pulls += 1;
+                    if code == ResponseCode::PULL_OFFSET_MOVED.0 {
+                        out.errors.push(format!(
+                            "queue {q}: offset {at} moved (next {nbo:?}) on {m}"
+                        ));
+                    }
+                    master = None;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    break;
+                }
+                PullOutcome::Failed => {
+                    out.failed_pulls += 1;
+                    master = None;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    break;
+                }
+            }
+        }
+        if !found && suspend.is_zero() && master.is_some() {
+            // Plain pull consumer: pause between empty rounds.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Starts a consumer of queues `0..queues` in `style`; join the handles for its results.
+pub fn spawn_consumer(
+    namesrv: SocketAddr,
+    group: &str,
+    topic: &str,
+    queues: i32,
+    style: ConsumerStyle,
+    targets: DrainTargets,
+) -> Vec<tokio::task::JoinHandle<Consumed>> {
+    match style {
+        ConsumerStyle::LongPoll => (0..queues)
+            .map(|q| {
+                tokio::spawn(consume_queues(
+                    namesrv,
+                    group.into(),
+                    topic.into(),
+                    vec![q],
+                    Duration::from_millis(1000),
+                    targets.clone(),
+                ))
+            })
+            .collect(),
+        ConsumerStyle::PlainPull => vec![tokio::spawn(consume_queues(
+            namesrv,
+            group.into(),
+            topic.into(),
+            (0..queues).collect(),
+            Duration::ZERO,
+            targets,
+        ))],
+    }
+}
+
+/// Joins a consumer's tasks into one result.
+pub async fn join_consumer(handles: Vec<tokio::task::JoinHandle<Consumed>>) -> Consumed {
+    let mut all = Consumed::default();
+    for h in handles {
+        let c = h.await.expect("consumer task");
+        all.queues.extend(c.queues);
+        all.errors.extend(c.errors);
+        all.failed_pulls += c.failed_pulls;
+    }
+    all
+}
+
+/// A consumer's view against the final log of each queue: it received every message exactly
+/// once, in queue order, each the same message the log holds at that offset (nothing a
+/// consumer saw was truncated or replaced).
+pub fn check_consumed(
+    name: &str,
+    consumed: &Consumed,
+    logs: &BTreeMap<i32, Vec<StoredMessage>>,
+) -> Result<(), String> {
+    if let Some(e) = consumed.errors.first() {
+        return Err(format!(
+            "{name}: {e} ({} irregularities)",
+            consumed.errors.len()
+        ));
+    }
+    for (q, log) in logs {
+        let seen = consumed.queues.get(q).map(Vec::as_slice).unwrap_or(&[]);
+        if seen.len() != log.len() {
+            return Err(format!(
+                "{name}: queue {q}: consumed {} messages, the log holds {}",
+                seen.len(),
+                log.len()
+            ));
+        }
+        for ((off, seq), m) in seen.iter().zip(log) {
+            if *off != m.queue_offset || Some(*seq) != seq_of(m) {
+                return Err(format!(
+                    "{name}: queue {q}: consumed seq {seq} at {off}, the log has {:?} at {}",
+                    seq_of(m),
+                    m.queue_offset
+                ));
+            }
         }
     }
     Ok(())
