@@ -141,9 +141,19 @@ impl NamesrvClient {
     pub async fn run(self: Arc<Self>, period: Duration) {
         let period = period.max(Duration::from_millis(100));
         loop {
+            let due = tokio::time::Instant::now() + period;
             tokio::select! {
                 _ = self.ctx.shutdown.cancelled() => break,
-                _ = tokio::time::sleep(period) => {}
+                _ = tokio::time::sleep_until(due) => {
+                    // Woken far past the due time: this process was stopped (SIGSTOP) or
+                    // starved, and the role it would advertise may be stale — a paused master
+                    // whose group elected another one meanwhile would overwrite the new
+                    // master's id 0 at the name server, then drop it when it re-registers as a
+                    // slave (MP-03). Let the ledger notice its lost lease first.
+                    if due.elapsed() > Duration::from_secs(1) {
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                }
                 // Java sends the registration that follows a role change oneway
                 // (broker-roles.md §4) and only the periodic one two-way. Here every
                 // registration is two-way on purpose: the same wake serves role changes and
