@@ -87,17 +87,29 @@ async fn mp03_pause_master_20s() {
             .then(Instant::now)
     })
     .await;
+    // The route keeps the new master as id 0 while the resumed node re-registers as a slave
+    // (a stale "id 0" registration from the resumed node would replace it, then vanish).
+    let missing = std::sync::atomic::AtomicUsize::new(0);
     let registered = poll("resumed node registered as slave", T, || async {
         let addrs = c.addrs("TBW102").await;
+        if addrs.get(&0) != Some(&m1) {
+            missing.fetch_add(1, Ordering::Relaxed);
+        }
         (addrs.get(&0) == Some(&m1) && addrs.iter().any(|(id, a)| *id != 0 && *a == m0))
             .then(Instant::now)
     })
     .await;
     let step_down = stepped_down.duration_since(resumed);
     let to_registered = registered.duration_since(resumed);
+    let master_missing = missing.load(Ordering::Relaxed);
     assert!(
         step_down <= STEP_DOWN_GOAL,
         "resumed node stepped down only {step_down:?} after SIGCONT"
+    );
+    assert!(
+        to_registered <= STEP_DOWN_GOAL && master_missing == 0,
+        "resumed node registered as slave {to_registered:?} after SIGCONT; \
+         {master_missing} route reads without the new master meanwhile"
     );
 
     // Writes after the step-down: the prober keeps trying the old node (now refused).
