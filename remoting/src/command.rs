@@ -3,7 +3,6 @@
 //! Owns: the fields, flag-bit meaning, opaque allocation and the choice of header
 //! serialization when encoding. Must not: know about sockets.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use bytes::{Bytes, BytesMut};
@@ -14,9 +13,7 @@ use crate::frame::{self, RawFrame, SerializeType};
 use crate::header::{binary, json};
 use crate::headers::CommandHeader;
 
-/// The "custom header" map. Sorted, so encoding is deterministic and matches Java's
-/// fastjson key order for the golden vectors.
-pub type ExtFields = BTreeMap<String, String>;
+pub use crate::ext_fields::ExtFields;
 
 /// Flag bit 0: this frame is a response.
 pub const FLAG_RESPONSE: i32 = 0x1;
@@ -150,7 +147,7 @@ impl RemotingCommand {
 
     /// Adds one extFields entry.
     pub fn with_ext_field(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.ext_fields.insert(key.into(), value.into());
+        self.ext_fields.set(&key.into(), &value.into());
         self
     }
 
@@ -248,7 +245,7 @@ impl RemotingCommand {
     }
     /// One extFields value.
     pub fn ext_field(&self, key: &str) -> Option<&str> {
-        self.ext_fields.get(key).map(String::as_str)
+        self.ext_fields.get(key)
     }
     /// The body (cheap to clone).
     pub fn body(&self) -> &Bytes {

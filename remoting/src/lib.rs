@@ -11,6 +11,7 @@
 //!     codec.rs                tokio-util Decoder/Encoder (thin adapter)
 //!          |
 //!     command.rs              RemotingCommand <-> header/json.rs | header/binary.rs
+//!          |                  ext_fields.rs: extFields as one text buffer + sorted offsets
 //!          |
 //!     frame.rs                pure: length words, limits, split into header/body (no alloc)
 //!
@@ -92,6 +93,7 @@ pub mod codec;
 pub mod command;
 pub mod connection;
 pub mod error;
+pub mod ext_fields;
 pub mod frame;
 pub mod header;
 pub mod headers;

@@ -92,7 +92,7 @@ fn arb_command() -> impl Strategy<Value = RemotingCommand> {
                 if let Some(r) = remark {
                     c.set_remark(r);
                 }
-                *c.ext_fields_mut() = ext;
+                *c.ext_fields_mut() = ext.into();
                 c
             },
         )

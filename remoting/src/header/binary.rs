@@ -88,11 +88,9 @@ impl<'a> Reader<'a> {
             }),
         }
     }
-    fn text(&mut self, what: &'static str, len: usize) -> Result<String, WireHeaderError> {
+    fn str(&mut self, what: &'static str, len: usize) -> Result<&'a str, WireHeaderError> {
         let b = self.take(len)?;
-        std::str::from_utf8(b)
-            .map(str::to_owned)
-            .map_err(|_| WireHeaderError::NotUtf8 { what })
+        std::str::from_utf8(b).map_err(|_| WireHeaderError::NotUtf8 { what })
     }
 }
 
@@ -107,39 +105,27 @@ pub fn decode(bytes: &[u8]) -> Result<RemotingCommand, WireHeaderError> {
     let remark_len = r.i32()?;
     let remark_len = r.len("remark", i64::from(remark_len))?;
     let remark = if remark_len > 0 {
-        Some(r.text("remark", remark_len)?)
+        Some(r.str("remark", remark_len)?.to_owned())
     } else {
         None
     };
     let ext_len = r.i32()?;
     let ext_len = r.len("extFields", i64::from(ext_len))?;
-    let mut ext = ExtFields::new();
-    let mut map = Reader {
-        buf: r.take(ext_len)?,
-        pos: 0,
-    };
-    // This crate writes keys sorted (other writers may not): strictly increasing keys are
-    // built into the map in one pass, anything else by inserts in order (last one wins).
-    let mut items: Vec<(String, String)> = Vec::with_capacity(16);
-    let mut sorted = true;
+    let area = r.take(ext_len)?;
+    // Keys and values are at most the map area: one text buffer, one entry vector.
+    let mut ext = ExtFields::with_capacity(ext_len / 12 + 1, ext_len);
+    let mut map = Reader { buf: area, pos: 0 };
+    // Inserting in order keeps the map semantics for any writer: last duplicate wins.
     while map.remaining() > 0 {
         let klen = map.i16()?;
         let klen = map.len("key", i64::from(klen))?;
-        let key = map.text("key", klen)?;
+        let key = map.str("key", klen)?;
         let vlen = map.i32()?;
         let vlen = map.len("value", i64::from(vlen))?;
-        let value = map.text("value", vlen)?;
+        let value = map.str("value", vlen)?;
         if !key.is_empty() && !value.is_empty() {
-            if let Some((last, _)) = items.last() {
-                sorted &= *last < key;
-            }
-            items.push((key, value));
+            ext.set(key, value);
         }
-    }
-    if sorted {
-        ext = items.into_iter().collect();
-    } else {
-        ext.extend(items);
     }
     // Bytes after the map area are ignored, like Java (it reads fields, not to the end).
     Ok(RemotingCommand::from_parts(

@@ -14,23 +14,32 @@ use crate::code::LanguageCode;
 use crate::command::{ExtFields, RemotingCommand};
 use crate::error::WireHeaderError;
 use crate::frame::SerializeType;
-use crate::header::json_fast;
+use crate::header::{json_fast, scan};
 
 /// Writes the header JSON of `cmd` into `dst`.
 pub fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
     dst.put_slice(b"{\"code\":");
     put_int(dst, i64::from(cmd.code()));
-    if !cmd.ext_fields().is_empty() {
+    let ext = cmd.ext_fields();
+    if !ext.is_empty() {
+        dst.reserve(ext.text_len() + 6 * ext.len() + 16);
         dst.put_slice(b",\"extFields\":{");
-        let mut first = true;
-        for (k, v) in cmd.ext_fields() {
-            if !first {
+        for (i, (k, v, escape)) in ext.iter_with_escape().enumerate() {
+            if i > 0 {
                 dst.put_u8(b',');
             }
-            first = false;
-            put_str(dst, k);
-            dst.put_u8(b':');
-            put_str(dst, v);
+            if escape {
+                put_str(dst, k);
+                dst.put_u8(b':');
+                put_str(dst, v);
+            } else {
+                // Known to need no escaping: copied as is.
+                dst.put_u8(b'"');
+                dst.put_slice(k.as_bytes());
+                dst.put_slice(b"\":\"");
+                dst.put_slice(v.as_bytes());
+                dst.put_u8(b'"');
+            }
         }
         dst.put_u8(b'}');
     }
@@ -73,40 +82,30 @@ fn put_int(dst: &mut BytesMut, v: i64) {
 /// (short escapes where JSON has them, `\u00XX` otherwise), everything else verbatim.
 fn put_str(dst: &mut BytesMut, s: &str) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    let bytes = s.as_bytes();
-    dst.reserve(bytes.len() + 2);
+    let mut rest = s.as_bytes();
+    dst.reserve(rest.len() + 2);
     dst.put_u8(b'"');
-    // Fast path: most values need no escaping at all.
-    if !bytes.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\') {
-        dst.put_slice(bytes);
-        dst.put_u8(b'"');
-        return;
-    }
-    let mut run_start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let esc: Option<&[u8]> = match b {
-            b'"' => Some(b"\\\""),
-            b'\\' => Some(b"\\\\"),
-            b'\n' => Some(b"\\n"),
-            b'\r' => Some(b"\\r"),
-            b'\t' => Some(b"\\t"),
-            0x08 => Some(b"\\b"),
-            0x0c => Some(b"\\f"),
-            0..=0x1f => None,
-            _ => continue,
-        };
-        dst.put_slice(&bytes[run_start..i]);
-        run_start = i + 1;
-        match esc {
-            Some(e) => dst.put_slice(e),
-            None => {
+    // Copy plain runs whole; most values are one run.
+    while let Some(i) = scan::first_special(rest) {
+        dst.put_slice(&rest[..i]);
+        let b = rest[i];
+        rest = &rest[i + 1..];
+        match b {
+            b'"' => dst.put_slice(b"\\\""),
+            b'\\' => dst.put_slice(b"\\\\"),
+            b'\n' => dst.put_slice(b"\\n"),
+            b'\r' => dst.put_slice(b"\\r"),
+            b'\t' => dst.put_slice(b"\\t"),
+            0x08 => dst.put_slice(b"\\b"),
+            0x0c => dst.put_slice(b"\\f"),
+            _ => {
                 dst.put_slice(b"\\u00");
                 dst.put_u8(HEX[usize::from(b >> 4)]);
                 dst.put_u8(HEX[usize::from(b & 0xf)]);
             }
         }
     }
-    dst.put_slice(&bytes[run_start..]);
+    dst.put_slice(rest);
     dst.put_u8(b'"');
 }
 

@@ -12,6 +12,8 @@ use std::borrow::Cow;
 
 use crate::code::LanguageCode;
 use crate::command::{ExtFields, RemotingCommand};
+use crate::ext_fields::Span;
+use crate::header::scan;
 
 /// Parses the common header shape; `None` means "use the general parser".
 pub(crate) fn decode(bytes: &[u8]) -> Option<RemotingCommand> {
@@ -62,10 +64,9 @@ pub(crate) fn decode(bytes: &[u8]) -> Option<RemotingCommand> {
     ))
 }
 
-/// An integer literal: its value and its text.
-struct Int<'a> {
+/// An integer literal's value.
+struct Int {
     value: i128,
-    text: &'a str,
 }
 
 struct Parser<'a> {
@@ -115,9 +116,7 @@ impl<'a> Parser<'a> {
     /// Skips to the next byte that ends a plain run inside a string (`"`, `\\`, control).
     fn plain_run(&mut self) -> Option<u8> {
         let rest = self.b.get(self.i..)?;
-        let n = rest
-            .iter()
-            .position(|&c| c == b'"' || c == b'\\' || c < 0x20)?;
+        let n = scan::first_special(rest)?;
         self.i += n;
         Some(rest[n])
     }
@@ -135,12 +134,19 @@ impl<'a> Parser<'a> {
             b'\\' => {}
             _ => return None,
         }
-        let mut out = String::with_capacity(self.i - start + 16);
+        let mut out = String::with_capacity(self.i - start + 64);
+        self.unescape_into(start, &mut out)?;
+        Some(Cow::Owned(out))
+    }
+
+    /// The rest of a string with escapes, from `start` (after the opening quote; `self.i` at
+    /// the first backslash), unescaped onto `out`; `self.i` ends after the closing quote.
+    fn unescape_into(&mut self, start: usize, out: &mut String) -> Option<()> {
         let mut run = start;
         loop {
             out.push_str(self.text(run, self.i)?);
             if self.next()? == b'"' {
-                return Some(Cow::Owned(out));
+                return Some(());
             }
             // At a backslash.
             let esc = self.next()?;
@@ -168,7 +174,13 @@ impl<'a> Parser<'a> {
         let hex = self.b.get(self.i..self.i + 4)?;
         let mut v = 0u32;
         for &h in hex {
-            v = v * 16 + char::from(h).to_digit(16)?;
+            let d = match h {
+                b'0'..=b'9' => h - b'0',
+                b'a'..=b'f' => h - b'a' + 10,
+                b'A'..=b'F' => h - b'A' + 10,
+                _ => return None,
+            };
+            v = v * 16 + u32::from(d);
         }
         self.i += 4;
         if (0xD800..=0xDFFF).contains(&v) {
@@ -179,7 +191,7 @@ impl<'a> Parser<'a> {
 
     /// An integer literal exactly as serde_json reads it into i64/u64; `None` for floats,
     /// `-0`, leading zeros and values serde_json would turn into floats.
-    fn int(&mut self) -> Option<Int<'a>> {
+    fn int(&mut self) -> Option<Int> {
         let start = self.i;
         let neg = self.peek()? == b'-';
         if neg {
@@ -210,8 +222,7 @@ impl<'a> Parser<'a> {
         } else {
             i128::from(magnitude)
         };
-        let text = self.text(start, self.i)?;
-        Some(Int { value, text })
+        Some(Int { value })
     }
 
     /// `code`/`version`/`opaque`/`flag`: a number, a numeric string, or null (0).
@@ -243,6 +254,9 @@ impl<'a> Parser<'a> {
     }
 
     /// `extFields`: null or a flat object; null values are dropped.
+    ///
+    /// The map's text buffer starts as a copy of the whole header, so keys and values
+    /// without escapes (nearly all) are entries pointing into it: no copy per entry.
     fn ext_fields(&mut self, ext: &mut ExtFields) -> Option<()> {
         if self.literal(b"null") {
             return Some(());
@@ -253,28 +267,38 @@ impl<'a> Parser<'a> {
             self.i += 1;
             return Some(());
         }
-        // Writers sort keys (fastjson, this crate): then the map is built in one pass instead
-        // of by repeated inserts. Anything else is inserted in order (last duplicate wins).
-        let mut items: Vec<(String, String)> = Vec::with_capacity(16);
-        let mut sorted = ext.is_empty();
+        // `base`: where the header starts in the map's text (a second extFields object in one
+        // header adds to the first).
+        let base = if ext.is_empty() {
+            *ext = ExtFields::over_text(self.s, 16);
+            0
+        } else {
+            ext.push_text(self.s).0
+        };
+        // Inserting in order keeps the map semantics (last duplicate wins); sorted input, as
+        // fastjson and this crate write it, appends at the end without searching.
         loop {
-            let key = self.string()?;
+            let (key, key_escape) = self.string_span(ext, base)?;
             self.ws();
             self.eat(b':')?;
             self.ws();
+            let start = self.i;
             let value = match self.peek()? {
-                b'"' => Some(self.string()?.into_owned()),
+                b'"' => Some(self.string_span(ext, base)?),
                 b'n' => self.literal(b"null").then_some(None)?,
-                b't' => self.literal(b"true").then(|| Some("true".to_owned()))?,
-                b'f' => self.literal(b"false").then(|| Some("false".to_owned()))?,
-                _ => Some(self.int()?.text.to_owned()),
-            };
-            if let Some(v) = value {
-                let k = key.into_owned();
-                if let Some((last, _)) = items.last() {
-                    sorted &= *last < k;
+                b't' => self
+                    .literal(b"true")
+                    .then_some(Some(((base + start, base + self.i), false)))?,
+                b'f' => self
+                    .literal(b"false")
+                    .then_some(Some(((base + start, base + self.i), false)))?,
+                _ => {
+                    self.int()?;
+                    Some(((base + start, base + self.i), false))
                 }
-                items.push((k, v));
+            };
+            if let Some((value, value_escape)) = value {
+                ext.set_spans(key, value, key_escape || value_escape);
             }
             self.ws();
             match self.next()? {
@@ -283,12 +307,27 @@ impl<'a> Parser<'a> {
                 _ => return None,
             }
         }
-        if sorted {
-            *ext = items.into_iter().collect();
-        } else {
-            ext.extend(items);
-        }
         Some(())
+    }
+
+    /// A string for `ext`: its span in the copy of the header at `base` of `ext`'s text when
+    /// it has no escapes, else its unescaped text appended to `ext`. The flag tells whether
+    /// the text holds bytes JSON must escape.
+    fn string_span(&mut self, ext: &mut ExtFields, base: usize) -> Option<(Span, bool)> {
+        self.eat(b'"')?;
+        let start = self.i;
+        match self.plain_run()? {
+            b'"' => {
+                self.i += 1;
+                Some(((base + start, base + self.i - 1), false))
+            }
+            b'\\' => {
+                let span = ext.push_text_with(|text| self.unescape_into(start, text))?;
+                let escape = scan::first_special(ext.span_text(span).as_bytes()).is_some();
+                Some((span, escape))
+            }
+            _ => None,
+        }
     }
 
     /// The value of an unknown key: only scalars are skipped here.
@@ -549,7 +588,7 @@ mod tests {
                     if let Some(r) = remark {
                         cmd.set_remark(r);
                     }
-                    *cmd.ext_fields_mut() = ext;
+                    *cmd.ext_fields_mut() = ext.into();
                     let mut buf = bytes::BytesMut::new();
                     json::encode(&cmd, &mut buf);
                     let fast = decode(&buf);

@@ -5,3 +5,4 @@
 pub mod binary;
 pub mod json;
 mod json_fast;
+pub(crate) mod scan;

@@ -49,7 +49,7 @@ impl CommandHeader for () {
 /// A raw map is its own header (escape hatch for rarely used requests).
 impl CommandHeader for ExtFields {
     fn write_to(&self, ext: &mut ExtFields) {
-        ext.extend(self.iter().map(|(k, v)| (k.clone(), v.clone())));
+        ext.extend(self.iter());
     }
     fn read_from(ext: &ExtFields) -> Result<ExtFields, HeaderError> {
         Ok(ext.clone())
@@ -133,7 +133,7 @@ pub fn read_optional<T: HeaderValue>(
 
 /// Writes a field.
 pub fn write_value<T: HeaderValue>(ext: &mut ExtFields, key: &str, value: &T) {
-    ext.insert(key.to_owned(), value.render());
+    ext.set(key, &value.render());
 }
 
 /// Declares a header struct and its [`CommandHeader`] impl. Each field is `req` (must be

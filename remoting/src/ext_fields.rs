@@ -1,0 +1,548 @@
+//! [`ExtFields`]: the "custom header" map of a command (text keys to text values).
+//!
+//! Why not a `BTreeMap<String, String>`: decoding one is two `String` allocations per entry
+//! plus the tree nodes, and a command carries 5–20 entries. Here every key and value lives
+//! back to back in one `String`, and a sorted `Vec` of offsets indexes them: decoding a header
+//! costs two allocations whatever the number of entries.
+//!
+//! Invariants: entries are sorted by key (byte order, like `BTreeMap<String, _>`) with no
+//! duplicate key, so iteration and encoding order are deterministic; inserting an existing
+//! key replaces its value (last one wins). Replaced or removed text stays in the buffer as
+//! garbage until it outweighs the live text, then the buffer is compacted.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::header::scan;
+
+/// One entry: key is `text[key.0..key.1]`, value is `text[value.0..value.1]`.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    key: (usize, usize),
+    value: (usize, usize),
+    /// Key or value holds a byte JSON must escape (`"`, `\`, controls): rare, and known
+    /// when the text arrives, so the JSON encoder can copy the others without scanning.
+    escape: bool,
+}
+
+impl Entry {
+    fn len(&self) -> usize {
+        (self.key.1 - self.key.0) + (self.value.1 - self.value.0)
+    }
+}
+
+/// `a.cmp(b)` (byte order); short keys, the usual case, without a `memcmp` call.
+fn cmp_keys(a: &str, b: &str) -> std::cmp::Ordering {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() > 16 || b.len() > 16 {
+        return a.cmp(b);
+    }
+    for (x, y) in a.iter().zip(b) {
+        if x != y {
+            return x.cmp(y);
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
+/// A byte range of an [`ExtFields`] text buffer (crate-internal, for the decoders).
+pub(crate) type Span = (usize, usize);
+
+/// Garbage below this many bytes is never worth a compaction.
+const COMPACT_MIN_GARBAGE: usize = 1024;
+
+/// The "custom header" map: sorted by key, so encoding is deterministic and matches Java's
+/// fastjson key order for the golden vectors. Method names follow `BTreeMap` (`get`,
+/// `insert`, `remove`, `contains_key`, `iter`, `len`, `is_empty`), with `&str` views.
+#[derive(Clone, Default)]
+pub struct ExtFields {
+    text: String,
+    entries: Vec<Entry>,
+    /// Bytes of `text` that entries refer to; the rest is garbage.
+    live: usize,
+}
+
+impl ExtFields {
+    /// An empty map (no allocation).
+    pub const fn new() -> ExtFields {
+        ExtFields {
+            text: String::new(),
+            entries: Vec::new(),
+            live: 0,
+        }
+    }
+
+    /// An empty map with room for `entries` entries holding `text_bytes` bytes of keys and
+    /// values in total.
+    pub fn with_capacity(entries: usize, text_bytes: usize) -> ExtFields {
+        ExtFields {
+            text: String::with_capacity(text_bytes),
+            entries: Vec::with_capacity(entries),
+            live: 0,
+        }
+    }
+
+    /// An empty map whose text buffer starts as `text` (crate-internal): a decoder copies
+    /// the whole header once and adds entries by [`ExtFields::set_spans`] pointing into it.
+    pub(crate) fn over_text(text: &str, entries: usize) -> ExtFields {
+        // Room for a few unescaped strings appended later without a reallocation.
+        let mut buf = String::with_capacity(text.len() + (text.len() / 4).max(64));
+        buf.push_str(text);
+        ExtFields {
+            text: buf,
+            entries: Vec::with_capacity(entries),
+            live: 0,
+        }
+    }
+
+    /// Appends `s` to the text buffer (for text that is not already in it, e.g. unescaped).
+    pub(crate) fn push_text(&mut self, s: &str) -> Span {
+        let start = self.text.len();
+        self.text.push_str(s);
+        (start, self.text.len())
+    }
+
+    fn insert_entry(&mut self, i: usize, e: Entry) {
+        if i == self.entries.len() {
+            self.entries.push(e); // sorted input: no shifting
+        } else {
+            self.entries.insert(i, e);
+        }
+    }
+
+    /// Appends what `write` pushes onto the text buffer; on `None` the buffer is restored.
+    pub(crate) fn push_text_with(
+        &mut self,
+        write: impl FnOnce(&mut String) -> Option<()>,
+    ) -> Option<Span> {
+        let start = self.text.len();
+        if write(&mut self.text).is_none() {
+            self.text.truncate(start);
+            return None;
+        }
+        Some((start, self.text.len()))
+    }
+
+    /// The text at `span` of the text buffer.
+    pub(crate) fn span_text(&self, span: Span) -> &str {
+        self.slice(span.0, span.1)
+    }
+
+    /// Sets the key at `key` to the value at `value`, both spans of the text buffer.
+    /// `escape` must be true if either holds a byte JSON escapes (see `Entry::escape`).
+    pub(crate) fn set_spans(&mut self, key: Span, value: Span, escape: bool) {
+        let e = Entry { key, value, escape };
+        let k = self.slice(key.0, key.1);
+        match self.search(k) {
+            Ok(i) => {
+                self.live -= self.entries[i].len();
+                self.live += e.len();
+                self.entries[i] = e;
+                self.maybe_compact();
+            }
+            Err(i) => {
+                self.live += e.len();
+                self.insert_entry(i, e);
+            }
+        }
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when there is no entry.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn slice(&self, from: usize, to: usize) -> &str {
+        // The offsets always sit on char boundaries of `text` (they come from whole `&str`s);
+        // `get` keeps this panic-free even if that were ever violated.
+        self.text.get(from..to).unwrap_or_default()
+    }
+
+    fn key_of(&self, e: &Entry) -> &str {
+        self.slice(e.key.0, e.key.1)
+    }
+
+    fn value_of(&self, e: &Entry) -> &str {
+        self.slice(e.value.0, e.value.1)
+    }
+
+    /// `Ok(index)` of `key`, or `Err(index)` where it would be inserted.
+    fn search(&self, key: &str) -> Result<usize, usize> {
+        // Decoders and typed headers mostly add keys in order: check the end first.
+        match self.entries.last() {
+            None => return Err(0),
+            Some(last) => match cmp_keys(self.key_of(last), key) {
+                std::cmp::Ordering::Less => return Err(self.entries.len()),
+                std::cmp::Ordering::Equal => return Ok(self.entries.len() - 1),
+                std::cmp::Ordering::Greater => {}
+            },
+        }
+        self.entries.binary_search_by(|e| self.key_of(e).cmp(key))
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        let i = self.search(key).ok()?;
+        Some(self.value_of(&self.entries[i]))
+    }
+
+    /// True when `key` has a value.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.search(key).is_ok()
+    }
+
+    /// Sets `key` to `value` (replacing any previous value) without allocating per entry.
+    /// Returns true if the key was already present.
+    pub fn set(&mut self, key: &str, value: &str) -> bool {
+        let found = self.search(key);
+        if let Ok(i) = found {
+            if self.value_of(&self.entries[i]) == value {
+                return true;
+            }
+        }
+        let escape = scan::first_special(key.as_bytes()).is_some()
+            || scan::first_special(value.as_bytes()).is_some();
+        let k = self.push_text(key);
+        let v = self.push_text(value);
+        let e = Entry {
+            key: k,
+            value: v,
+            escape,
+        };
+        self.live += e.len();
+        match found {
+            Ok(i) => {
+                self.live -= self.entries[i].len();
+                self.entries[i] = e;
+                self.maybe_compact();
+                true
+            }
+            Err(i) => {
+                self.insert_entry(i, e);
+                false
+            }
+        }
+    }
+
+    /// Inserts `key -> value`; returns the previous value of `key`, like `BTreeMap::insert`.
+    pub fn insert(&mut self, key: String, value: String) -> Option<String> {
+        let old = self.get(&key).map(str::to_owned);
+        self.set(&key, &value);
+        old
+    }
+
+    /// Removes `key`; returns its value, like `BTreeMap::remove`.
+    pub fn remove(&mut self, key: &str) -> Option<String> {
+        let i = self.search(key).ok()?;
+        let e = self.entries.remove(i);
+        let value = self.value_of(&e).to_owned();
+        self.live -= e.len();
+        if self.entries.is_empty() {
+            self.text.clear();
+        } else {
+            self.maybe_compact();
+        }
+        Some(value)
+    }
+
+    /// Removes every entry (keeps the allocations).
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.text.clear();
+        self.live = 0;
+    }
+
+    /// Keeps only the entries for which `keep(key, value)` is true.
+    pub fn retain(&mut self, mut keep: impl FnMut(&str, &str) -> bool) {
+        let mut entries = std::mem::take(&mut self.entries);
+        entries.retain(|e| {
+            let k = keep(self.key_of(e), self.value_of(e));
+            if !k {
+                self.live -= e.len();
+            }
+            k
+        });
+        self.entries = entries;
+        self.maybe_compact();
+    }
+
+    /// Rewrites the text buffer without garbage once garbage outweighs the live text, so
+    /// repeated replacements cannot grow it without bound.
+    fn maybe_compact(&mut self) {
+        let garbage = self.text.len() - self.live;
+        if garbage < COMPACT_MIN_GARBAGE || garbage < self.live {
+            return;
+        }
+        let mut text = String::with_capacity(self.live);
+        for e in &mut self.entries {
+            let copy = |text: &mut String, (from, to): Span| {
+                let start = text.len();
+                text.push_str(self.text.get(from..to).unwrap_or_default());
+                (start, text.len())
+            };
+            e.key = copy(&mut text, e.key);
+            e.value = copy(&mut text, e.value);
+        }
+        self.text = text;
+    }
+
+    /// Entries in key order with their "needs JSON escaping" flag (for the JSON encoder).
+    pub(crate) fn iter_with_escape(&self) -> impl Iterator<Item = (&str, &str, bool)> + '_ {
+        self.entries
+            .iter()
+            .map(|e| (self.key_of(e), self.value_of(e), e.escape))
+    }
+
+    /// Total bytes of keys and values.
+    pub(crate) fn text_len(&self) -> usize {
+        self.live
+    }
+
+    /// Entries in key order.
+    pub fn iter(&self) -> Iter<'_> {
+        Iter {
+            map: self,
+            inner: self.entries.iter(),
+        }
+    }
+
+    /// Keys in order.
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator + '_ {
+        self.iter().map(|(k, _)| k)
+    }
+
+    /// Values in key order.
+    pub fn values(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator + '_ {
+        self.iter().map(|(_, v)| v)
+    }
+
+    /// A copy as a `BTreeMap` (for code that needs an owned standard map).
+    pub fn to_btree_map(&self) -> BTreeMap<String, String> {
+        self.iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    }
+}
+
+/// Iterator over `(key, value)` in key order.
+#[derive(Clone)]
+pub struct Iter<'a> {
+    map: &'a ExtFields,
+    inner: std::slice::Iter<'a, Entry>,
+}
+
+impl<'a> Iterator for Iter<'a> {
+    type Item = (&'a str, &'a str);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let e = self.inner.next()?;
+        Some((self.map.key_of(e), self.map.value_of(e)))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
+    }
+}
+
+impl DoubleEndedIterator for Iter<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        let e = self.inner.next_back()?;
+        Some((self.map.key_of(e), self.map.value_of(e)))
+    }
+}
+
+impl ExactSizeIterator for Iter<'_> {}
+
+impl<'a> IntoIterator for &'a ExtFields {
+    type Item = (&'a str, &'a str);
+    type IntoIter = Iter<'a>;
+
+    fn into_iter(self) -> Iter<'a> {
+        self.iter()
+    }
+}
+
+impl IntoIterator for ExtFields {
+    type Item = (String, String);
+    type IntoIter = std::vec::IntoIter<(String, String)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+}
+
+impl PartialEq for ExtFields {
+    fn eq(&self, other: &ExtFields) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for ExtFields {}
+
+impl fmt::Debug for ExtFields {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl Extend<(String, String)> for ExtFields {
+    fn extend<I: IntoIterator<Item = (String, String)>>(&mut self, iter: I) {
+        for (k, v) in iter {
+            self.set(&k, &v);
+        }
+    }
+}
+
+impl<'a> Extend<(&'a str, &'a str)> for ExtFields {
+    fn extend<I: IntoIterator<Item = (&'a str, &'a str)>>(&mut self, iter: I) {
+        for (k, v) in iter {
+            self.set(k, v);
+        }
+    }
+}
+
+impl FromIterator<(String, String)> for ExtFields {
+    fn from_iter<I: IntoIterator<Item = (String, String)>>(iter: I) -> ExtFields {
+        let mut m = ExtFields::new();
+        m.extend(iter);
+        m
+    }
+}
+
+impl<'a> FromIterator<(&'a str, &'a str)> for ExtFields {
+    fn from_iter<I: IntoIterator<Item = (&'a str, &'a str)>>(iter: I) -> ExtFields {
+        let mut m = ExtFields::new();
+        m.extend(iter);
+        m
+    }
+}
+
+impl From<BTreeMap<String, String>> for ExtFields {
+    fn from(map: BTreeMap<String, String>) -> ExtFields {
+        let bytes = map.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let mut m = ExtFields::with_capacity(map.len(), bytes);
+        for (k, v) in &map {
+            m.set(k, v);
+        }
+        m
+    }
+}
+
+impl From<&ExtFields> for BTreeMap<String, String> {
+    fn from(m: &ExtFields) -> BTreeMap<String, String> {
+        m.to_btree_map()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic pseudo-random source (xorshift); the seed is printed and can be given
+    /// with `EXT_FIELDS_SEED`.
+    fn rng() -> impl FnMut() -> u64 {
+        let seed = std::env::var("EXT_FIELDS_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0x9E37_79B9_7F4A_7C15u64);
+        eprintln!("EXT_FIELDS_SEED={seed}");
+        let mut x = seed.max(1);
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
+    #[test]
+    fn behaves_like_a_btree_map_under_random_operations() {
+        let mut next = rng();
+        let keys = [
+            "a", "b", "bb", "c", "é", "", "zz", "topic", "queueId", "b\u{0}",
+        ];
+        let mut model = BTreeMap::new();
+        let mut map = ExtFields::new();
+        for step in 0..20_000 {
+            let key = keys[(next() % keys.len() as u64) as usize];
+            let mut value = "v".repeat((next() % 40) as usize) + &step.to_string();
+            if next() % 4 == 0 {
+                value.push_str("\"\n");
+            }
+            match next() % 5 {
+                0 | 1 => assert_eq!(
+                    map.insert(key.to_owned(), value.clone()),
+                    model.insert(key.to_owned(), value)
+                ),
+                2 => assert_eq!(map.remove(key), model.remove(key)),
+                3 => {
+                    map.set(key, &value);
+                    model.insert(key.to_owned(), value);
+                }
+                _ => {
+                    map.retain(|k, _| k != key);
+                    model.remove(key);
+                }
+            }
+            assert_eq!(map.get(key), model.get(key).map(String::as_str));
+            assert_eq!(map.contains_key(key), model.contains_key(key));
+            assert_eq!(map.len(), model.len());
+            if step % 97 == 0 {
+                assert!(map
+                    .iter()
+                    .eq(model.iter().map(|(k, v)| (k.as_str(), v.as_str()))));
+                assert_eq!(ExtFields::from(model.clone()), map);
+                assert_eq!(map.to_btree_map(), model);
+            }
+            // Garbage never outgrows the live text by much.
+            let live: usize = map.iter().map(|(k, v)| k.len() + v.len()).sum();
+            assert_eq!(map.text_len(), live);
+            assert!(map.text.len() <= 2 * live + 2 * COMPACT_MIN_GARBAGE + 64);
+            for (k, v, escape) in map.iter_with_escape() {
+                assert_eq!(
+                    escape,
+                    format!("{k}{v}")
+                        .bytes()
+                        .any(|b| b < 0x20 || b == b'"' || b == b'\\')
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn order_is_sorted_and_duplicates_last_wins() {
+        let m: ExtFields = [("b", "1"), ("a", "2"), ("b", "3"), ("c", "")]
+            .into_iter()
+            .collect();
+        let items: Vec<_> = m.iter().collect();
+        assert_eq!(items, [("a", "2"), ("b", "3"), ("c", "")]);
+        assert_eq!(format!("{m:?}"), r#"{"a": "2", "b": "3", "c": ""}"#);
+        let owned: Vec<(String, String)> = m.clone().into_iter().collect();
+        assert_eq!(owned[1], ("b".to_owned(), "3".to_owned()));
+        assert_eq!(m.keys().rev().collect::<Vec<_>>(), ["c", "b", "a"]);
+        assert_eq!(m.values().collect::<Vec<_>>(), ["2", "3", ""]);
+    }
+
+    #[test]
+    fn equality_ignores_how_the_map_was_built() {
+        let mut a = ExtFields::new();
+        a.insert("k".into(), "old".into());
+        a.insert("k".into(), "new".into());
+        a.insert("x".into(), "1".into());
+        let b: ExtFields = [("x", "1"), ("k", "new")].into_iter().collect();
+        assert_eq!(a, b);
+        a.remove("x");
+        assert_ne!(a, b);
+        a.clear();
+        assert!(a.is_empty());
+        assert_eq!(a, ExtFields::new());
+    }
+}
