@@ -1,8 +1,10 @@
 //! Flushing: which byte ranges are dirty, the flushed-position watch, and the flush thread.
 //!
 //! * Async mode: the thread wakes every `flush_interval_ms` and flushes what was written.
-//! * Sync mode (group commit): every append wakes the thread; one msync pass covers everything
-//!   appended so far, and every waiter whose position is now durable is released together
+//! * Sync mode (group commit): the first append after a pass wakes the thread (later ones cost
+//!   one atomic swap); the thread waits until appends pause (a burst of appends from one
+//!   driver turn is done: [`SETTLE_QUIET`], at most [`SETTLE_MAX`]), so one msync pass covers
+//!   the whole burst, and every waiter whose position is now durable is released together
 //!   through the `FlushProgress` watch.
 //! * A failed flush poisons the store (writes refused until restart) and is published in the
 //!   watch so waiters fail instead of hanging.
@@ -10,7 +12,7 @@
 //! The thread also writes the checkpoint every `checkpoint_interval_ms`, with a committed index
 //! sampled *before* the flush, so the checkpoint never names data that is not durable.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -43,9 +45,18 @@ struct Marks {
     data_to: u64,
     index_from: u64,
     index_to: u64,
-    wake: bool,
     stop: bool,
 }
+
+/// Sync mode under a steady stream of appends: the index is flushed at least every this many
+/// flush intervals (100 ms by default). Only recovery reads it after a crash, and it rebuilds
+/// a short index from the data.
+const GROUP_COMMIT_INDEX_EVERY: u32 = 10;
+/// Sync mode: appends less than this apart belong to one burst (one group commit).
+const SETTLE_QUIET: Duration = Duration::from_micros(20);
+/// Sync mode: the longest a group commit waits for a burst to end (bounds the added latency
+/// under a steady stream of appends).
+const SETTLE_MAX: Duration = Duration::from_micros(500);
 
 #[derive(Debug)]
 pub(crate) struct FlushState {
@@ -53,6 +64,8 @@ pub(crate) struct FlushState {
     /// Written ends, updated by the writer on every append without taking the lock.
     data_written: AtomicU64,
     index_written: AtomicU64,
+    /// Sync mode: something was appended since the last pass snapshot.
+    wake: AtomicBool,
     cv: Condvar,
     flush_lock: Mutex<()>,
     tx: watch::Sender<FlushProgress>,
@@ -75,6 +88,7 @@ impl FlushState {
             }),
             data_written: AtomicU64::new(written),
             index_written: AtomicU64::new(index_written),
+            wake: AtomicBool::new(false),
             cv: Condvar::new(),
             flush_lock: Mutex::new(()),
             tx,
@@ -98,8 +112,13 @@ impl FlushState {
     pub(crate) fn note_written(&self, data_end: u64, index_end: u64) {
         self.data_written.store(data_end, Ordering::Release);
         self.index_written.store(index_end, Ordering::Release);
-        if self.sync_mode {
-            self.marks().wake = true;
+        // Only the first append after a pass snapshot takes the lock: the flush thread checks
+        // `wake` under it before sleeping, so taking it here before notifying cannot lose the
+        // wake-up. The snapshot clears `wake` with a swap before reading `data_written`: if it
+        // swapped after this swap, it synchronizes with it and sees `data_end`; otherwise
+        // this swap sees `false` and wakes the thread again.
+        if self.sync_mode && !self.wake.swap(true, Ordering::AcqRel) {
+            drop(self.marks());
             self.cv.notify_one();
         }
     }
@@ -145,7 +164,8 @@ pub(crate) fn flush_now(sh: &Shared) -> Result<Pos, StoreError> {
 
 /// A flush pass; `with_index = false` (sync-mode group commit) flushes only the data: an
 /// entry is durable once its data is, since recovery rebuilds a short index from the data.
-/// The index follows at the next periodic pass.
+/// The index follows at the next periodic pass. For the same reason the flushed position is
+/// published as soon as the data is durable, before the index flush of the same pass.
 fn flush_pass(sh: &Shared, with_index: bool) -> Result<Pos, StoreError> {
     let _one_at_a_time = sh
         .flush
@@ -157,6 +177,7 @@ fn flush_pass(sh: &Shared, with_index: bool) -> Result<Pos, StoreError> {
     }
     let (df, dt, dw, xf, xt) = {
         let mut m = sh.flush.marks();
+        sh.flush.wake.swap(false, Ordering::AcqRel);
         let dw = sh.flush.data_written.load(Ordering::Acquire);
         let xw = sh.flush.index_written.load(Ordering::Acquire);
         let snap = (
@@ -172,27 +193,24 @@ fn flush_pass(sh: &Shared, with_index: bool) -> Result<Pos, StoreError> {
             m.index_from = xw;
             m.index_to = xw;
         }
-        m.wake = false;
         snap
     };
-    let result = sh.data.flush_range(df, dt).and_then(|()| {
-        if with_index {
-            sh.index.flush_range(xf, xt)
-        } else {
-            Ok(())
-        }
-    });
-    if let Err(e) = result {
+    let poison = |e| {
         let err = StoreError::io("flush", "data/index files", e);
         sh.poison(err.to_string());
-        return Err(err);
-    }
+        err
+    };
+    sh.data.flush_range(df, dt).map_err(poison)?;
+    // Published before the index is flushed: waiters are released after one sync, not two.
     let flushed = dw.min(sh.flush.marks().data_from);
     sh.flush.tx.send_if_modified(|p| {
         let changed = p.flushed.0 != flushed;
         p.flushed = Pos(flushed);
         changed
     });
+    if with_index {
+        sh.index.flush_range(xf, xt).map_err(poison)?;
+    }
     Ok(Pos(flushed))
 }
 
@@ -248,6 +266,21 @@ impl Drop for Flusher {
     }
 }
 
+/// Sync mode: waits until appends pause for [`SETTLE_QUIET`] (at most [`SETTLE_MAX`]), so
+/// that one pass covers a whole burst instead of its first entry only.
+fn settle(sh: &Shared) {
+    let deadline = Instant::now() + SETTLE_MAX;
+    let mut seen = sh.flush.data_written.load(Ordering::Acquire);
+    while Instant::now() < deadline {
+        std::thread::sleep(SETTLE_QUIET);
+        let now = sh.flush.data_written.load(Ordering::Acquire);
+        if now == seen {
+            return;
+        }
+        seen = now;
+    }
+}
+
 fn run(sh: &Shared) {
     let interval = sh.cfg.flush_interval();
     let cp_interval = sh.cfg.checkpoint_interval();
@@ -259,13 +292,18 @@ fn run(sh: &Shared) {
             let (m, _) = sh
                 .flush
                 .cv
-                .wait_timeout_while(m, interval, |m| !m.wake && !m.stop)
+                .wait_timeout_while(m, interval, |m| {
+                    !sh.flush.wake.load(Ordering::Acquire) && !m.stop
+                })
                 .unwrap_or_else(|e| e.into_inner());
             if m.stop {
                 return;
             }
-            m.wake
+            sh.flush.wake.load(Ordering::Acquire)
         };
+        if woken {
+            settle(sh);
+        }
         if sh.poisoned.load(Ordering::Acquire) {
             // Nothing can become durable any more; idle until stopped.
             let m = sh.flush.marks();
@@ -281,9 +319,11 @@ fn run(sh: &Shared) {
                 tracing::error!(error = %e, "flush/checkpoint failed");
             }
         } else {
-            // Group commit passes (woken by appends) flush data only; the index is flushed
-            // at least every interval.
-            let with_index = !woken || last_full.elapsed() >= interval;
+            // Group commit passes (woken by appends) flush data only; the index is flushed by
+            // the periodic pass when appends pause, and at least every
+            // `GROUP_COMMIT_INDEX_EVERY` intervals under a steady stream (each index msync
+            // is a second sync that delays the next group commit).
+            let with_index = !woken || last_full.elapsed() >= interval * GROUP_COMMIT_INDEX_EVERY;
             if with_index {
                 last_full = Instant::now();
             }

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
 
-use super::data_log::{ensure_segment, place};
+use super::data_log::{ensure_segment, place, Placement};
 use super::dir::Dir;
 use super::error::StoreError;
 use super::fault::Faults;
@@ -396,13 +396,26 @@ impl Store {
             }
         }
         let size = (HEADER_BYTES + body.len()) as u64;
-        // Any file start works as the base: starts only change by whole files.
-        let placement = place(
-            self.data_base,
-            self.sh.cfg.data_segment_bytes,
-            self.write_pos,
-            size,
-        );
+        let placement = match &self.cur_data {
+            // Fast path: fits in the current file with room for a blank after it (the same
+            // answer as `place`, without its division).
+            Some(cur)
+                if cur.start() <= self.write_pos
+                    && self.write_pos + size + BLANK_HEADER_BYTES as u64 <= cur.end() =>
+            {
+                Placement {
+                    blank: None,
+                    pos: self.write_pos,
+                }
+            }
+            // Any file start works as the base: starts only change by whole files.
+            _ => place(
+                self.data_base,
+                self.sh.cfg.data_segment_bytes,
+                self.write_pos,
+                size,
+            ),
+        };
         let pos = placement.pos;
         if let Some(w) = want_pos {
             if w.0 != pos {
