@@ -176,15 +176,15 @@ impl RemotingClient {
         timeout: Duration,
     ) -> Result<RemotingCommand, RemotingError> {
         let deadline = Instant::now() + timeout;
-        let conn = match tokio::time::timeout_at(deadline, self.connection(addr)).await {
-            Ok(c) => c?,
-            Err(_) => return Err(RemotingError::Timeout { addr, timeout }),
+        // A live connection (the usual case) needs neither the connect lock nor a timer.
+        let conn = match self.slot(addr).live() {
+            Some(c) => c,
+            None => match tokio::time::timeout_at(deadline, self.connection(addr)).await {
+                Ok(c) => c?,
+                Err(_) => return Err(RemotingError::Timeout { addr, timeout }),
+            },
         };
-        let left = deadline.saturating_duration_since(Instant::now());
-        conn.invoke(request, left).await.map_err(|e| match e {
-            RemotingError::Timeout { addr, .. } => RemotingError::Timeout { addr, timeout },
-            other => other,
-        })
+        conn.invoke_until(request, deadline, timeout).await
     }
 
     /// Sends a oneway request to `addr`.

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -78,12 +79,35 @@ impl Default for ConnectionConfig {
 /// Java's remark when a request is rejected for overload.
 pub const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a while";
 
+/// Waiters of the requests this side sent, by opaque.
+type PendingMap = HashMap<i32, oneshot::Sender<RemotingCommand>, BuildHasherDefault<OpaqueHasher>>;
+
+/// Hasher for opaques: they are locally generated counters, not attacker-chosen keys, so a
+/// multiplicative hash is enough (SipHash cost shows up on every request).
+#[derive(Default)]
+struct OpaqueHasher(u64);
+
+impl Hasher for OpaqueHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_i32(&mut self, v: i32) {
+        // Fibonacci hashing: spreads consecutive counters over the high bits hashbrown uses.
+        self.0 = u64::from(v as u32).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
 struct Shared {
     id: ConnectionId,
     remote: SocketAddr,
     local: SocketAddr,
     tx: mpsc::Sender<RemotingCommand>,
-    pending: Mutex<HashMap<i32, oneshot::Sender<RemotingCommand>>>,
+    pending: Mutex<PendingMap>,
     closed: CancellationToken,
     /// Mirror of `closed` readable without the token's lock (checked on every send).
     closed_flag: AtomicBool,
@@ -93,7 +117,7 @@ struct Shared {
 }
 
 impl Shared {
-    fn pending(&self) -> MutexGuard<'_, HashMap<i32, oneshot::Sender<RemotingCommand>>> {
+    fn pending(&self) -> MutexGuard<'_, PendingMap> {
         // A poisoned map only means a panic elsewhere while holding it; the map is still valid.
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -129,11 +153,15 @@ impl fmt::Debug for ConnectionHandle {
 struct PendingGuard<'a> {
     shared: &'a Shared,
     opaque: i32,
+    /// False once the response arrived (the reader removed the waiter already).
+    armed: bool,
 }
 
 impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
-        self.shared.pending().remove(&self.opaque);
+        if self.armed {
+            self.shared.pending().remove(&self.opaque);
+        }
     }
 }
 
@@ -155,7 +183,10 @@ impl ConnectionHandle {
 
     /// True once the connection is closed (no more frames in either direction).
     pub fn is_closed(&self) -> bool {
-        self.shared.closed_flag.load(Ordering::Acquire) || self.shared.closed.is_cancelled()
+        // Only the flag: `CancellationToken::is_cancelled` takes a lock, and this is checked
+        // on every send. A cancellation from the owner's parent token (shutdown) reaches the
+        // flag as soon as the reader or writer task sees it and calls `close`.
+        self.shared.closed_flag.load(Ordering::Acquire)
     }
 
     /// Resolves when the connection closes.
@@ -208,6 +239,12 @@ impl ConnectionHandle {
         if self.is_closed() {
             return Err(self.closed_error());
         }
+        // Room in the queue is the usual case: no timer, no async send.
+        let frame = match self.shared.tx.try_send(frame) {
+            Ok(()) => return Ok(()),
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(self.closed_error()),
+            Err(mpsc::error::TrySendError::Full(frame)) => frame,
+        };
         match tokio::time::timeout_at(deadline, self.shared.tx.send(frame)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(self.closed_error()),
@@ -219,10 +256,21 @@ impl ConnectionHandle {
     /// bit and oneway bit are cleared.
     pub async fn invoke(
         &self,
-        mut request: RemotingCommand,
+        request: RemotingCommand,
         timeout: Duration,
     ) -> Result<RemotingCommand, RemotingError> {
-        let deadline = Instant::now() + timeout;
+        self.invoke_until(request, Instant::now() + timeout, timeout)
+            .await
+    }
+
+    /// [`ConnectionHandle::invoke`] with the deadline already computed; `timeout` is what a
+    /// timeout error reports.
+    pub(crate) async fn invoke_until(
+        &self,
+        mut request: RemotingCommand,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<RemotingCommand, RemotingError> {
         let opaque = next_opaque();
         request.set_opaque(opaque);
         request.set_flag(request.flag() & !(FLAG_RESPONSE | FLAG_ONEWAY));
@@ -238,9 +286,10 @@ impl ConnectionHandle {
             }
             pending.insert(opaque, tx);
         }
-        let _guard = PendingGuard {
+        let mut guard = PendingGuard {
             shared: &self.shared,
             opaque,
+            armed: true,
         };
         // Checked after inserting: `close` cancels before clearing the map.
         if self.is_closed() {
@@ -251,7 +300,10 @@ impl ConnectionHandle {
             other => other,
         })?;
         match tokio::time::timeout_at(deadline, rx).await {
-            Ok(Ok(resp)) => Ok(resp),
+            Ok(Ok(resp)) => {
+                guard.armed = false;
+                Ok(resp)
+            }
             Ok(Err(_)) => Err(self.closed_error()),
             Err(_) => Err(self.timeout_error(timeout)),
         }
@@ -342,7 +394,7 @@ pub(crate) fn spawn_connection(
         remote,
         local,
         tx,
-        pending: Mutex::new(HashMap::new()),
+        pending: Mutex::new(PendingMap::default()),
         closed: ctx.close_all.child_token(),
         closed_flag: AtomicBool::new(false),
         config: ctx.config.clone(),
@@ -455,11 +507,8 @@ fn encode_into(conn: &ConnectionHandle, cmd: &RemotingCommand, out: &mut BytesMu
 
 /// An upper bound of the encoded frame size (JSON escapes at most 6 bytes per byte).
 fn encoded_len_upper_bound(cmd: &RemotingCommand) -> usize {
-    let ext: usize = cmd
-        .ext_fields()
-        .iter()
-        .map(|(k, v)| 6 * (k.len() + v.len()) + 8)
-        .sum();
+    let ext = cmd.ext_fields();
+    let ext = 6 * ext.text_len() + 8 * ext.len();
     let remark = cmd.remark().map_or(0, |r| 6 * r.len() + 12);
     160 + ext + remark + cmd.body().len()
 }

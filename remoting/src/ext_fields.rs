@@ -32,8 +32,7 @@ impl Entry {
 }
 
 /// `a.cmp(b)` (byte order); short keys, the usual case, without a `memcmp` call.
-fn cmp_keys(a: &str, b: &str) -> std::cmp::Ordering {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
+fn cmp_keys(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     if a.len() > 16 || b.len() > 16 {
         return a.cmp(b);
     }
@@ -132,8 +131,8 @@ impl ExtFields {
     /// `escape` must be true if either holds a byte JSON escapes (see `Entry::escape`).
     pub(crate) fn set_spans(&mut self, key: Span, value: Span, escape: bool) {
         let e = Entry { key, value, escape };
-        let k = self.slice(key.0, key.1);
-        match self.search(k) {
+        let k = self.text.as_bytes().get(key.0..key.1).unwrap_or_default();
+        match self.search_bytes(k) {
             Ok(i) => {
                 self.live -= self.entries[i].len();
                 self.live += e.len();
@@ -163,6 +162,14 @@ impl ExtFields {
         self.text.get(from..to).unwrap_or_default()
     }
 
+    /// Key bytes of `e` (ordering needs no char-boundary check).
+    fn key_bytes(&self, e: &Entry) -> &[u8] {
+        self.text
+            .as_bytes()
+            .get(e.key.0..e.key.1)
+            .unwrap_or_default()
+    }
+
     fn key_of(&self, e: &Entry) -> &str {
         self.slice(e.key.0, e.key.1)
     }
@@ -173,16 +180,21 @@ impl ExtFields {
 
     /// `Ok(index)` of `key`, or `Err(index)` where it would be inserted.
     fn search(&self, key: &str) -> Result<usize, usize> {
+        self.search_bytes(key.as_bytes())
+    }
+
+    fn search_bytes(&self, key: &[u8]) -> Result<usize, usize> {
         // Decoders and typed headers mostly add keys in order: check the end first.
         match self.entries.last() {
             None => return Err(0),
-            Some(last) => match cmp_keys(self.key_of(last), key) {
+            Some(last) => match cmp_keys(self.key_bytes(last), key) {
                 std::cmp::Ordering::Less => return Err(self.entries.len()),
                 std::cmp::Ordering::Equal => return Ok(self.entries.len() - 1),
                 std::cmp::Ordering::Greater => {}
             },
         }
-        self.entries.binary_search_by(|e| self.key_of(e).cmp(key))
+        self.entries
+            .binary_search_by(|e| cmp_keys(self.key_bytes(e), key))
     }
 
     /// The value of `key`.

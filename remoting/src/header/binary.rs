@@ -12,6 +12,7 @@ use bytes::{BufMut, BytesMut};
 use crate::code::LanguageCode;
 use crate::command::{ExtFields, RemotingCommand};
 use crate::error::WireHeaderError;
+use crate::header::scan;
 
 /// Size of the fixed part (remark and ext lengths included).
 pub const FIXED_LEN: usize = 21;
@@ -94,6 +95,59 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Reads the map area when it is valid UTF-8 as a whole. A key or value is valid UTF-8 exactly
+/// when its ends fall on char boundaries of `text`.
+fn ext_fields_over(text: &str) -> Result<ExtFields, WireHeaderError> {
+    let mut ext = ExtFields::over_text(text, text.len() / 12 + 1);
+    let mut map = Reader {
+        buf: text.as_bytes(),
+        pos: 0,
+    };
+    let span = |map: &mut Reader<'_>, what: &'static str, len: usize| {
+        let start = map.pos;
+        map.take(len)?;
+        match text.get(start..map.pos) {
+            Some(s) => Ok((
+                (start, map.pos),
+                scan::first_special(s.as_bytes()).is_some(),
+            )),
+            None => Err(WireHeaderError::NotUtf8 { what }),
+        }
+    };
+    // Inserting in order keeps the map semantics for any writer: last duplicate wins.
+    while map.remaining() > 0 {
+        let klen = map.i16()?;
+        let klen = map.len("key", i64::from(klen))?;
+        let (key, key_escape) = span(&mut map, "key", klen)?;
+        let vlen = map.i32()?;
+        let vlen = map.len("value", i64::from(vlen))?;
+        let (value, value_escape) = span(&mut map, "value", vlen)?;
+        if klen > 0 && vlen > 0 {
+            ext.set_spans(key, value, key_escape || value_escape);
+        }
+    }
+    Ok(ext)
+}
+
+/// Reads the map area entry by entry, copying keys and values (area not UTF-8 as a whole,
+/// e.g. a length word with a byte >= 0x80, or bad text that must be reported).
+fn ext_fields_copied(area: &[u8]) -> Result<ExtFields, WireHeaderError> {
+    let mut ext = ExtFields::with_capacity(area.len() / 12 + 1, area.len());
+    let mut map = Reader { buf: area, pos: 0 };
+    while map.remaining() > 0 {
+        let klen = map.i16()?;
+        let klen = map.len("key", i64::from(klen))?;
+        let key = map.str("key", klen)?;
+        let vlen = map.i32()?;
+        let vlen = map.len("value", i64::from(vlen))?;
+        let value = map.str("value", vlen)?;
+        if !key.is_empty() && !value.is_empty() {
+            ext.set(key, value);
+        }
+    }
+    Ok(ext)
+}
+
 /// Parses a binary header (body empty, serialize type left for the caller to set).
 pub fn decode(bytes: &[u8]) -> Result<RemotingCommand, WireHeaderError> {
     let mut r = Reader { buf: bytes, pos: 0 };
@@ -112,21 +166,12 @@ pub fn decode(bytes: &[u8]) -> Result<RemotingCommand, WireHeaderError> {
     let ext_len = r.i32()?;
     let ext_len = r.len("extFields", i64::from(ext_len))?;
     let area = r.take(ext_len)?;
-    // Keys and values are at most the map area: one text buffer, one entry vector.
-    let mut ext = ExtFields::with_capacity(ext_len / 12 + 1, ext_len);
-    let mut map = Reader { buf: area, pos: 0 };
-    // Inserting in order keeps the map semantics for any writer: last duplicate wins.
-    while map.remaining() > 0 {
-        let klen = map.i16()?;
-        let klen = map.len("key", i64::from(klen))?;
-        let key = map.str("key", klen)?;
-        let vlen = map.i32()?;
-        let vlen = map.len("value", i64::from(vlen))?;
-        let value = map.str("value", vlen)?;
-        if !key.is_empty() && !value.is_empty() {
-            ext.set(key, value);
-        }
-    }
+    let ext = match std::str::from_utf8(area) {
+        // Usual case: the whole area (length words included) is valid UTF-8, so it becomes
+        // the map's text and entries point into it: no copy and no check per entry.
+        Ok(text) => ext_fields_over(text)?,
+        Err(_) => ext_fields_copied(area)?,
+    };
     // Bytes after the map area are ignored, like Java (it reads fields, not to the end).
     Ok(RemotingCommand::from_parts(
         code, language, version, opaque, flag, remark, ext,
