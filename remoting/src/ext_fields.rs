@@ -486,7 +486,7 @@ mod tests {
         for step in 0..20_000 {
             let key = keys[(next() % keys.len() as u64) as usize];
             let mut value = "v".repeat((next() % 40) as usize) + &step.to_string();
-            if next() % 4 == 0 {
+            if next().is_multiple_of(4) {
                 value.push_str("\"\n");
             }
             match next() % 5 {
