@@ -222,6 +222,47 @@ mod tests {
         }
     }
 
+    /// A header with the given raw map area.
+    fn with_area(area: &[u8]) -> BytesMut {
+        let mut b = BytesMut::new();
+        encode(&RemotingCommand::success(), &mut b);
+        b.truncate(b.len() - 4);
+        b.put_i32(area.len() as i32);
+        b.put_slice(area);
+        b
+    }
+
+    #[test]
+    fn map_area_not_utf8_as_a_whole_is_read_entry_by_entry() {
+        // Key length 200 = 0x00C8: that length word alone is not UTF-8.
+        let key = "k".repeat(200);
+        let mut area = BytesMut::new();
+        for (k, v) in [(key.as_str(), "v"), ("a", "é\"")] {
+            area.put_i16(k.len() as i16);
+            area.put_slice(k.as_bytes());
+            area.put_i32(v.len() as i32);
+            area.put_slice(v.as_bytes());
+        }
+        assert!(std::str::from_utf8(&area).is_err());
+        let cmd = decode(&with_area(&area)).unwrap();
+        assert_eq!(cmd.ext_field(&key), Some("v"));
+        assert_eq!(cmd.ext_field("a"), Some("é\""));
+        let mut json = BytesMut::new();
+        crate::header::json::encode(&cmd, &mut json);
+        assert!(std::str::from_utf8(&json).unwrap().contains(r#""a":"é\"""#));
+    }
+
+    #[test]
+    fn key_cut_inside_a_character_is_not_utf8() {
+        // Key = [0xC3]; with the next length byte 0xA9 the area as a whole is UTF-8 ("é").
+        let area = [0x00, 0x01, 0xC3, 0xA9, 0x00, 0x00, 0x00];
+        assert!(std::str::from_utf8(&area).is_ok());
+        assert_eq!(
+            decode(&with_area(&area)),
+            Err(WireHeaderError::NotUtf8 { what: "key" })
+        );
+    }
+
     #[test]
     fn negative_and_oversized_lengths_are_errors() {
         let mut b = BytesMut::new();
