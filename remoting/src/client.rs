@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::budget::PartialFrameBudget;
 use crate::command::RemotingCommand;
 use crate::connection::{spawn_connection, ConnectionConfig, ConnectionContext, ConnectionHandle};
 use crate::error::RemotingError;
@@ -101,6 +102,8 @@ impl RemotingClient {
             io: TaskTracker::new(),
             stop_reading: CancellationToken::new(),
             close_all: CancellationToken::new(),
+            // A client reads only from servers it chose; the frame limit bounds each.
+            partial_budget: PartialFrameBudget::new(usize::MAX),
         };
         RemotingClient {
             inner: Arc::new(Inner {

@@ -28,6 +28,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::budget::{BudgetHold, PartialFrameBudget};
 use crate::code::ResponseCode;
 use crate::command::{next_opaque, RemotingCommand, FLAG_ONEWAY, FLAG_RESPONSE};
 use crate::error::{FrameError, RemotingError};
@@ -377,6 +378,8 @@ pub(crate) struct ConnectionContext {
     pub stop_reading: CancellationToken,
     /// Parent of every connection's close token (shutdown, last phase).
     pub close_all: CancellationToken,
+    /// Bytes held in partial frames across the owner's connections.
+    pub partial_budget: Arc<PartialFrameBudget>,
 }
 
 /// Starts reader and writer tasks for `stream` and returns its handle.
@@ -521,6 +524,7 @@ enum ReadEnd {
     Frame(FrameError),
     Idle,
     FrameDeadline,
+    PartialBudget,
 }
 
 async fn reader_loop(
@@ -550,6 +554,9 @@ async fn reader_loop(
         ReadEnd::FrameDeadline => {
             tracing::warn!(conn = %conn.id(), peer = %conn.remote_addr(), "partial frame not completed in time; closing connection")
         }
+        ReadEnd::PartialBudget => {
+            tracing::warn!(conn = %conn.id(), peer = %conn.remote_addr(), limit = ctx.partial_budget.limit(), "bytes held in partial frames over the budget; closing connection")
+        }
     }
     if matches!(end, ReadEnd::Closed) && !conn.is_closed() {
         // Graceful shutdown: stop reading, let processors finish; the owner closes later.
@@ -571,6 +578,7 @@ async fn read_frames(
     let cfg = &ctx.config;
     let mut buf = BytesMut::with_capacity(8 * 1024);
     let mut partial_since: Option<Instant> = None;
+    let mut hold = BudgetHold::new(ctx.partial_budget.clone());
     loop {
         loop {
             match frame::decode_frame(&mut buf, cfg.max_frame_len) {
@@ -586,6 +594,10 @@ async fn read_frames(
             partial_since = None;
         } else if partial_since.is_none() {
             partial_since = Some(Instant::now());
+        }
+        // What is left after decoding is a partial frame.
+        if !hold.set(buf.len()) {
+            return ReadEnd::PartialBudget;
         }
         // Read in chunks of at most 64 KiB so memory follows the bytes actually received.
         if buf.capacity() - buf.len() < 4096 {

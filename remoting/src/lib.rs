@@ -31,6 +31,8 @@
 //!   shape is read by a hand-written parser (header/json_fast.rs) that gives up on anything
 //!   unusual; the serde-based parser then decides, so both always agree.
 //! * Every channel is bounded, every call has a timeout, no std lock is held across `.await`.
+//! * A server's connections together hold at most `max_partial_frame_bytes` in partial frames
+//!   (budget.rs); the connection whose read goes past it is closed.
 //!
 //! # Usage
 //!
@@ -87,6 +89,7 @@
 //! NOTIFY_CONSUMER_IDS_CHANGED). A [`ConnectionListener`] is told when connections close.
 
 pub mod body;
+pub mod budget;
 pub mod client;
 pub mod code;
 pub mod codec;

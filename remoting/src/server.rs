@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::budget::PartialFrameBudget;
 use crate::code::RequestCode;
 use crate::connection::{spawn_connection, ConnectionConfig, ConnectionContext, ConnectionHandle};
 use crate::error::RemotingError;
@@ -30,6 +31,9 @@ pub struct ServerConfig {
     pub max_connections_per_ip: usize,
     /// How long shutdown waits for running processors, then for writers to flush.
     pub shutdown_grace: Duration,
+    /// Bytes all connections together may hold in partial (not yet complete) frames; the
+    /// connection whose read goes past it is closed (slow-drip protection, RELIABILITY §4.1).
+    pub max_partial_frame_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -39,6 +43,7 @@ impl Default for ServerConfig {
             max_connections: 10_000,
             max_connections_per_ip: 10_000,
             shutdown_grace: Duration::from_secs(5),
+            max_partial_frame_bytes: 128 * 1024 * 1024,
         }
     }
 }
@@ -101,6 +106,7 @@ impl ServerBuilder {
             io: TaskTracker::new(),
             stop_reading: CancellationToken::new(),
             close_all: CancellationToken::new(),
+            partial_budget: PartialFrameBudget::new(self.config.max_partial_frame_bytes),
         };
         let stop_accept = CancellationToken::new();
         let accept = tokio::spawn(accept_loop(
@@ -260,6 +266,11 @@ impl RemotingServer {
     /// Connections currently open.
     pub fn connection_count(&self) -> usize {
         self.counts.total()
+    }
+
+    /// Bytes all connections hold in partial frames (see `max_partial_frame_bytes`).
+    pub fn partial_frame_bytes(&self) -> usize {
+        self.ctx.partial_budget.used()
     }
 
     /// Graceful shutdown: stop accepting and reading, drain processors, flush, close.

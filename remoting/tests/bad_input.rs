@@ -300,3 +300,50 @@ async fn graceful_shutdown_answers_requests_in_progress() {
     };
     tokio::join!(shutdown, reader);
 }
+
+/// Polls `server.partial_frame_bytes()` until it equals `want`.
+async fn wait_partial_bytes(server: &RemotingServer, want: usize) {
+    let deadline = tokio::time::Instant::now() + T;
+    while server.partial_frame_bytes() != want {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "partial bytes stayed {} (want {want})",
+            server.partial_frame_bytes()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
+async fn partial_frames_share_one_byte_budget_across_connections() {
+    let config = ServerConfig {
+        max_partial_frame_bytes: 100_000,
+        ..ServerConfig::default()
+    };
+    let server = server_with(config).await;
+    let frame = |opaque: i32| {
+        let header = format!(r#"{{"code":999,"opaque":{opaque}}}"#);
+        let mut rest = header.clone().into_bytes();
+        rest.extend(std::iter::repeat_n(b'x', 70_000));
+        raw((4 + rest.len()) as i32, header.len() as u32, &rest)
+    };
+    // A holds 60 000 bytes of an unfinished frame: within the budget.
+    let a_frame = frame(7);
+    let mut a = connect(server.local_addr()).await;
+    a.write_all(&a_frame[..60_000]).await.unwrap();
+    wait_partial_bytes(&server, 60_000).await;
+    // B would take the total past 100 000: B is closed and its bytes released.
+    let mut b = connect(server.local_addr()).await;
+    let _ = b.write_all(&frame(8)[..60_000]).await;
+    assert!(read_to_close(&mut b).await.is_empty());
+    wait_partial_bytes(&server, 60_000).await;
+    // A is unaffected: it completes its frame and gets its answer.
+    a.write_all(&a_frame[60_000..]).await.unwrap();
+    let r = read_frame(&mut a).await;
+    assert_eq!(
+        (r.response_code(), r.opaque()),
+        (ResponseCode::REQUEST_CODE_NOT_SUPPORTED, 7)
+    );
+    wait_partial_bytes(&server, 0).await;
+    server.shutdown().await;
+}
