@@ -469,3 +469,68 @@ fn next_file_is_preallocated_ahead_of_need() {
     }
     assert_eq!(s.end_pos(), Pos(53));
 }
+
+#[test]
+fn sync_mode_group_commit_releases_every_burst() {
+    // Bursts of 1..=64 appends followed by one wait for the last: one group commit must cover
+    // the whole burst, and no wake-up may be lost between bursts (the wait would time out).
+    let b = Backend::fs();
+    let cfg = dledger_commitlog::LedgerConfig {
+        flush_mode: dledger_commitlog::FlushMode::Sync,
+        ..small_cfg()
+    };
+    let mut s = b.open(&cfg).unwrap();
+    let r = s.reader();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut i = 0;
+    for burst in [1u64, 64, 2, 33, 1, 1, 64, 7] {
+        let mut last = Pos(0);
+        for _ in 0..burst {
+            last = s.append_leader(Term(1), &body(i)).unwrap().end_pos;
+            i += 1;
+        }
+        rt.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_secs(5), r.wait_flushed(last)).await
+        })
+        .expect("burst durable in time")
+        .unwrap();
+        assert!(s.flush_progress().flushed >= last);
+    }
+}
+
+#[test]
+fn files_published_before_they_are_populated_keep_every_entry() {
+    // 2 MiB data files: the background thread publishes each next file at once and populates
+    // it in chunks while the writer may already be writing it.
+    let b = Backend::fs();
+    let cfg = dledger_commitlog::LedgerConfig {
+        data_segment_bytes: 2 << 20,
+        index_segment_bytes: 64 << 10,
+        ..small_cfg()
+    };
+    let mut s = b.open(&cfg).unwrap();
+    let n = 3_000u64;
+    let big = |i: u64| -> Vec<u8> {
+        let mut v = body(i);
+        v.resize(2_000 + (i % 7) as usize * 300, i as u8);
+        v
+    };
+    for i in 0..n {
+        s.append_leader(Term(1), &big(i)).unwrap();
+    }
+    s.advance_committed(Index(n - 1));
+    assert!(s.end_pos().0 > 3 * (2 << 20), "crosses several files");
+    for i in 0..n {
+        assert_eq!(s.get(Index(i)).unwrap().body.as_ref(), big(i).as_slice());
+    }
+    s.close().unwrap();
+    let s = b.open(&cfg).unwrap();
+    assert_eq!(s.end_index(), Some(Index(n - 1)));
+    assert_eq!(
+        s.get(Index(n - 1)).unwrap().body.as_ref(),
+        big(n - 1).as_slice()
+    );
+}

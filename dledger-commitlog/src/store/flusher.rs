@@ -108,6 +108,11 @@ impl FlushState {
         *self.tx.borrow()
     }
 
+    /// Data written so far (end position).
+    pub(crate) fn data_written(&self) -> u64 {
+        self.data_written.load(Ordering::Acquire)
+    }
+
     /// Writer: bytes up to these ends were written.
     pub(crate) fn note_written(&self, data_end: u64, index_end: u64) {
         self.data_written.store(data_end, Ordering::Release);

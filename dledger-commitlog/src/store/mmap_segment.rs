@@ -135,28 +135,35 @@ impl MmapSegment {
         }
     }
 
-    /// Makes the pages of `[off, off+len)` of a freshly created, unpublished segment present
-    /// and writable in the page tables, so the append path takes no first-touch faults. The
-    /// kernel does it in bulk (`MADV_POPULATE_WRITE`, Linux 5.14+): no fault entry/exit per
-    /// page, and with the huge-page hint the page cache can use large folios; on this machine
-    /// a 64 MiB file takes ~16-18 ms instead of ~28 ms touched page by page. Kernels without
-    /// it fall back to touching each page. Out-of-range parts are ignored.
-    pub(crate) fn populate(&self, off: usize, len: usize) {
+    /// Makes the pages of `[off, off+len)` present and writable in the page tables, in bulk in
+    /// the kernel (`MADV_POPULATE_WRITE`, Linux 5.14+): no fault entry/exit per page, and with
+    /// the huge-page hint the page cache can use large folios; on this machine a 64 MiB file
+    /// takes ~16-18 ms instead of ~28 ms touched page by page. It never changes the contents,
+    /// so it may run while the writer writes the same segment. Out-of-range parts are ignored.
+    /// An error means the kernel cannot do it (callers fall back to [`MmapSegment::populate`]
+    /// before publishing).
+    pub(crate) fn populate_bulk(&self, off: usize, len: usize) -> io::Result<()> {
         let off = off.min(self.len);
         let end = off.saturating_add(len).min(self.len);
         if off >= end {
-            return;
+            return Ok(());
         }
         let start = off - off % PAGE;
-        if self
-            .map
+        self.map
             .advise_range(Advice::PopulateWrite, start, end - start)
-            .is_ok()
-        {
+    }
+
+    /// As [`MmapSegment::populate_bulk`], falling back to touching each page (writing a zero)
+    /// where the kernel cannot: only for a freshly created segment not yet published to the
+    /// writer or readers.
+    pub(crate) fn populate(&self, off: usize, len: usize) {
+        if self.populate_bulk(off, len).is_ok() {
             return;
         }
+        let end = off.saturating_add(len).min(self.len);
         let base = self.map.as_mut_ptr();
-        let mut at = start;
+        let mut at = off.min(self.len);
+        at -= at % PAGE;
         while at < end {
             // SAFETY: `at < end <= len`, inside the mapping; the segment is new and not yet
             // shared with anyone, and it is all zeros, so writing a zero changes nothing.

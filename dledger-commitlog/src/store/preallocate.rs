@@ -1,18 +1,26 @@
 //! Creates the next data/index file ahead of need on a background thread (allocating and
-//! pre-touching it), so the append path never pays for file creation or first-touch faults.
-//! The writer waits only if it reaches a file whose creation is still in progress, and creates
-//! it itself if nobody asked for it (or the background attempt failed: then it gets the error).
+//! pre-faulting it), so the append path never pays for file creation and, as long as this
+//! thread keeps up, takes no first-touch faults. The writer waits only if it reaches a file
+//! whose creation is still in progress, and creates it itself if nobody asked for it (or the
+//! background attempt failed: then it gets the error).
 //!
-//! Index files are small but, with small entries, needed often (2 MiB of index per ~11 MiB of
-//! 128-byte entries); a data file takes tens of milliseconds to populate. So index jobs go
-//! first, and a data file is populated in chunks with any waiting index job done in between:
-//! the writer never stalls on an index file queued behind a data file.
+//! Measured on a 2-core machine shared with other work (benches/store.rs), three rules:
+//! * A file is published as soon as it exists and is populated right after, with the
+//!   kernel's bulk populate that never writes (`MADV_POPULATE_WRITE`): when this thread falls
+//!   behind, the writer faults the rest in itself rather than waiting for it. Without bulk
+//!   populate, the file is touched page by page before it is published.
+//! * Index files are small but, with small entries, needed often (2 MiB of index per ~11 MiB
+//!   of 128-byte entries); populating a data file takes tens of milliseconds. So index jobs
+//!   go first, and a data file is populated in 2 MiB chunks with waiting index jobs done in
+//!   between, skipping what the writer has already written.
+//! * The directory fsync that makes a new name durable is left to the first flush that
+//!   covers the file (a journal commit: up to ~15 ms here, it would hold up the next job).
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use super::segment::Kind;
+use super::segment::{Kind, Segment};
 use super::shared::Shared;
 
 #[derive(Debug, Default)]
@@ -40,8 +48,8 @@ impl Queue {
     }
 }
 
-/// Bytes of a data file populated between two looks at the queue (a few milliseconds).
-const POPULATE_CHUNK: u64 = 8 << 20;
+/// Bytes of a data file populated between two looks at the queue (~0.5 ms).
+const POPULATE_CHUNK: u64 = 2 << 20;
 
 #[derive(Debug, Default)]
 pub(crate) struct PreallocState {
@@ -164,36 +172,39 @@ fn create_one(sh: &Shared, kind: Kind, start: u64) {
         Kind::Data => &sh.data,
         Kind::Index => &sh.index,
     };
-    let wanted =
-        |segs: &Vec<Arc<super::segment::Segment>>| segs.last().is_some_and(|l| l.end() == start);
+    let wanted = |segs: &Vec<Arc<Segment>>| segs.last().is_some_and(|l| l.end() == start);
     if !wanted(&list.read()) {
         return;
     }
     match sh.dir.create_segment(kind, start, list.seg_len(), false) {
         Ok(seg) => {
-            match kind {
-                Kind::Index => seg.populate(0, seg.len()),
-                Kind::Data => {
-                    let mut off = 0;
-                    while off < seg.len() {
-                        seg.populate(off, POPULATE_CHUNK);
-                        off += POPULATE_CHUNK;
-                        if !run_waiting_index_jobs(sh) {
-                            // Stopping: the rest is faulted in by the writer, if ever used.
-                            break;
-                        }
-                    }
-                }
+            // With the kernel's bulk populate, which never writes, a file is published right
+            // after creation and populated just after, ahead of the writer: if this thread
+            // falls behind (the cores are busy), the writer takes the remaining first-touch
+            // faults itself instead of stalling on work it could do. Without it, the file is
+            // touched page by page before anyone sees it.
+            let bulk = bulk_supported(&seg);
+            if !bulk {
+                seg.populate(0, seg.len());
             }
+            let seg = Arc::new(seg);
             let mut segs = list.write();
             if wanted(&segs) {
-                segs.push(Arc::new(seg));
+                segs.push(seg.clone());
                 drop(segs);
                 release(sh, kind, start);
                 // The name is made durable by the first flush that covers this file
-                // (`Segment::flush`), not here: a directory fsync is a journal commit (up to
-                // ~15 ms on this machine) and would hold up the next job the writer waits for.
+                // (`Segment::flush`): see the module doc.
                 tracing::debug!(?kind, start, "next segment ready");
+                if bulk {
+                    match kind {
+                        // Small: at once (well under a millisecond).
+                        Kind::Index => {
+                            let _ = seg.populate_bulk(0, seg.len());
+                        }
+                        Kind::Data => populate_ahead_of_writer(sh, &seg),
+                    }
+                }
             } else {
                 drop(segs);
                 // The log was cut meanwhile; this file is not next any more.
@@ -205,5 +216,30 @@ fn create_one(sh: &Shared, kind: Kind, start: u64) {
         Err(e) => {
             tracing::warn!(?kind, start, error = %e, "preallocating the next file failed; the writer will retry")
         }
+    }
+}
+
+/// Whether the kernel populates in bulk (probed on the first page of a new file).
+fn bulk_supported(seg: &Segment) -> bool {
+    seg.populate_bulk(0, 1).is_ok()
+}
+
+/// Populates a published data file chunk by chunk, skipping what the writer has already
+/// written and doing waiting index jobs in between.
+fn populate_ahead_of_writer(sh: &Shared, seg: &Segment) {
+    let mut off = 0;
+    while off < seg.len() {
+        if !run_waiting_index_jobs(sh) {
+            return;
+        }
+        let written = sh.flush.data_written().saturating_sub(seg.start());
+        let chunk_end = off + POPULATE_CHUNK;
+        if written < chunk_end {
+            let from = written.max(off);
+            if seg.populate_bulk(from, chunk_end - from).is_err() {
+                return;
+            }
+        }
+        off += POPULATE_CHUNK;
     }
 }

@@ -41,6 +41,10 @@ impl Kind {
     }
 }
 
+fn clamp(v: u64) -> usize {
+    usize::try_from(v).unwrap_or(usize::MAX)
+}
+
 /// File name of a segment: its absolute start offset, 20-digit zero-padded.
 pub(crate) fn segment_name(start: u64) -> String {
     format!("{start:020}")
@@ -160,9 +164,16 @@ impl Segment {
     /// have no page tables).
     pub(crate) fn populate(&self, off: u64, len: u64) {
         if let Backing::Mmap(m) = &self.backing {
-            let off = usize::try_from(off).unwrap_or(usize::MAX);
-            let len = usize::try_from(len).unwrap_or(usize::MAX);
-            m.populate(off, len);
+            m.populate(clamp(off), clamp(len));
+        }
+    }
+
+    /// Pre-faults `[off, off+len)` without changing any byte, so it may run while the writer
+    /// uses the segment; an error means it is unsupported (see `MmapSegment::populate_bulk`).
+    pub(crate) fn populate_bulk(&self, off: u64, len: u64) -> io::Result<()> {
+        match &self.backing {
+            Backing::Mmap(m) => m.populate_bulk(clamp(off), clamp(len)),
+            Backing::Mem(_) => Ok(()),
         }
     }
 
