@@ -138,6 +138,41 @@ pub fn find_property<'a>(encoded: &'a [u8], key: &str) -> Option<&'a [u8]> {
     found
 }
 
+/// Most pairs [`is_canonical`] checks; longer strings take the general path.
+const CANONICAL_MAX_PAIRS: usize = 64;
+
+/// Whether `encoded` is exactly what `MessageProperties::parse(encoded)?.encode()` produces:
+/// valid UTF-8, empty or ending with 0x02, every segment one `key 0x01 value` pair with a
+/// non-empty key and value and no further separator, no key twice, at most 64 pairs. For
+/// such a string, inserting a key it lacks is [`append_property`], which lets the send path
+/// extend the client's bytes instead of parsing them into owned strings.
+pub fn is_canonical(encoded: &[u8]) -> bool {
+    if encoded.is_empty() {
+        return true;
+    }
+    if encoded.last() != Some(&PROPERTY_SEPARATOR) || std::str::from_utf8(encoded).is_err() {
+        return false;
+    }
+    let body = &encoded[..encoded.len() - 1];
+    let mut keys: [&[u8]; CANONICAL_MAX_PAIRS] = [&[]; CANONICAL_MAX_PAIRS];
+    for (n, segment) in body.split(|&b| b == PROPERTY_SEPARATOR).enumerate() {
+        let Some(i) = segment.iter().position(|&b| b == NAME_VALUE_SEPARATOR) else {
+            return false;
+        };
+        let (key, value) = (&segment[..i], &segment[i + 1..]);
+        if key.is_empty()
+            || value.is_empty()
+            || value.contains(&NAME_VALUE_SEPARATOR)
+            || n == CANONICAL_MAX_PAIRS
+            || keys[..n].contains(&key)
+        {
+            return false;
+        }
+        keys[n] = key;
+    }
+    true
+}
+
 /// An owned, insertion-ordered properties map (few entries, so a vector beats hashing).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MessageProperties {
@@ -335,6 +370,46 @@ mod tests {
         let mut p = MessageProperties::new();
         p.insert("K", "v".repeat(MAX_PROPERTIES_LEN));
         assert!(matches!(p.encode(), Err(MessageError::TooLong { .. })));
+    }
+
+    #[test]
+    fn canonical_strings_are_what_encoding_their_parse_gives() {
+        assert!(is_canonical(b""));
+        assert!(is_canonical(SAMPLE));
+        for bad in [
+            &b"TAGS\x01a"[..],
+            b"TAGS\x01a\x02TAGS\x01b\x02",
+            b"TAGS\x01a\x01b\x02",
+            b"\x01a\x02",
+            b"TAGS\x01\x02",
+            b"TAGS\x02",
+            b"\x02",
+            b"TAGS\x01\xff\x02",
+        ] {
+            assert!(!is_canonical(bad), "{bad:?}");
+        }
+    }
+
+    proptest::proptest! {
+        // Any canonical string re-encodes to itself; any string that re-encodes to itself
+        // (and is short enough) is recognised as canonical.
+        #[test]
+        fn is_canonical_agrees_with_parse_then_encode(
+            s in proptest::collection::vec(
+                proptest::sample::select(vec![b'a', b'B', b'k', 0x01, 0x02, 0xc3, 0xa9, 0xff]),
+                0..40,
+            )
+        ) {
+            let reencoded = MessageProperties::parse(&s)
+                .ok()
+                .and_then(|p| p.encode().ok())
+                .map(|b| b.to_vec());
+            if is_canonical(&s) {
+                proptest::prop_assert_eq!(reencoded.as_deref(), Some(&s[..]));
+            } else {
+                proptest::prop_assert_ne!(reencoded.as_deref(), Some(&s[..]));
+            }
+        }
     }
 
     #[test]

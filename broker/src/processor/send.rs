@@ -14,9 +14,11 @@ use remoting::{ConnectionHandle, RemotingCommand};
 
 use crate::context::{now_ms, BrokerContext, ServingRole};
 use crate::error::BrokerError;
-use crate::message::properties::keys;
+use crate::message::properties::{self, keys};
 use crate::message::record::{encode_record, CrcCheck, MagicPolicy, RecordFields, RecordView};
-use crate::message::{decode_batch, offset_msg_id, sysflag, topic as names, MessageProperties};
+use crate::message::{
+    decode_batch, find_property, offset_msg_id, sysflag, topic as names, MessageProperties,
+};
 use crate::store::message_store::PutResult;
 use crate::store::topics::perm;
 use crate::store::TopicConfig;
@@ -193,6 +195,43 @@ fn success_response(
     resp
 }
 
+/// Properties of a plain single send (no retry topic, no transaction flag, no delay, no
+/// half message, no CLUSTER from the client, canonical encoding): the client's bytes with
+/// `UNIQ_KEY` (when missing) and `CLUSTER` appended, and the message's `UNIQ_KEY`. These are
+/// exactly the bytes the general path (parse, [`rewrite`], insert, encode) would produce, without
+/// its per-pair allocations. `None` means: take the general path.
+fn plain_send_properties(
+    ctx: &BrokerContext,
+    h: &SendMessageRequestHeader,
+    now: i64,
+) -> Option<(BytesMut, String)> {
+    let client = h.properties.as_deref().unwrap_or_default().as_bytes();
+    let cluster = ctx.config.broker_cluster_name.as_str();
+    if h.topic.starts_with(names::RETRY_GROUP_TOPIC_PREFIX)
+        || sysflag::transaction_type(h.sys_flag) != sysflag::TRANSACTION_NOT_TYPE
+        || cluster.is_empty()
+        || !properties::is_canonical(client)
+        || find_property(client, keys::DELAY_TIME_LEVEL).is_some()
+        || find_property(client, keys::TRANSACTION_PREPARED).is_some()
+        || find_property(client, keys::CLUSTER).is_some()
+    {
+        return None;
+    }
+    let mut out = BytesMut::with_capacity(client.len() + 64 + cluster.len());
+    out.extend_from_slice(client);
+    let uniq = match find_property(client, keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX) {
+        // Canonical strings are valid UTF-8.
+        Some(v) => std::str::from_utf8(v).ok()?.to_owned(),
+        None => {
+            let id = ctx.uniq_keys.next_id(now);
+            properties::append_property(&mut out, keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX, &id).ok()?;
+            id
+        }
+    };
+    properties::append_property(&mut out, keys::CLUSTER, cluster).ok()?;
+    Some((out, uniq))
+}
+
 /// SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE.
 pub async fn send(
     ctx: Arc<BrokerContext>,
@@ -310,20 +349,34 @@ pub async fn send(
         ));
     }
 
-    let props_text = h.properties.clone().unwrap_or_default();
-    let mut props = MessageProperties::parse(props_text.as_bytes())?;
-    let t = rewrite(&ctx, &h, queue_id, &mut props)?;
-    if props.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).is_none() {
-        props.insert(
-            keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-            ctx.uniq_keys.next_id(now),
-        );
-    }
-    props.insert(keys::CLUSTER, ctx.config.broker_cluster_name.clone());
-    let uniq = props
-        .get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-        .map(str::to_owned);
-    let encoded = props.encode()?;
+    let (t, encoded, uniq) = match plain_send_properties(&ctx, &h, now) {
+        Some((encoded, uniq)) => (
+            Target {
+                topic: h.topic.clone(),
+                queue_id,
+                sys_flag: h.sys_flag,
+                take_offset: true,
+            },
+            encoded,
+            Some(uniq),
+        ),
+        None => {
+            let mut props =
+                MessageProperties::parse(h.properties.as_deref().unwrap_or_default().as_bytes())?;
+            let t = rewrite(&ctx, &h, queue_id, &mut props)?;
+            if props.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).is_none() {
+                props.insert(
+                    keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+                    ctx.uniq_keys.next_id(now),
+                );
+            }
+            props.insert(keys::CLUSTER, ctx.config.broker_cluster_name.clone());
+            let uniq = props
+                .get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                .map(str::to_owned);
+            (t, props.encode()?, uniq)
+        }
+    };
     let fields = RecordFields {
         queue_id: t.queue_id,
         flag: h.flag,

@@ -20,7 +20,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::sync::{watch, Mutex, Semaphore};
+use tokio::sync::{watch, Mutex, Semaphore, TryAcquireError};
 use tokio_util::sync::CancellationToken;
 
 use super::commit_log::{min_physical_offset, LogPosition, ProposeFailure, ReplicatedLog};
@@ -37,6 +37,9 @@ use crate::role::WaterMarks;
 /// Proposals allowed in flight at once: below DLedger's pending window (10000) so the ledger
 /// never answers Busy to a proposal that already holds a queue offset.
 pub const MAX_INFLIGHT_PROPOSALS: usize = 4096;
+
+/// Next queue offset by topic, then queueId.
+type QueueOffsets = HashMap<String, HashMap<i32, i64>>;
 
 /// Outcome of a successful put.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,8 +107,9 @@ pub struct MessageStore {
     cqs: Arc<ConsumeQueueSet>,
     index: Arc<KeyIndex>,
     delay_offsets: Arc<DelayOffsetTable>,
-    /// Next queue offset per (topic, queueId); a missing entry means "consume queue max".
-    queue_offsets: Mutex<HashMap<(String, i32), i64>>,
+    /// Next queue offset per topic and queueId; a missing entry means "consume queue max".
+    /// Keyed by topic first so a send looks its counter up without allocating a key.
+    queue_offsets: Mutex<QueueOffsets>,
     resync_needed: AtomicBool,
     inflight: Arc<Semaphore>,
     dispatched: watch::Receiver<DispatchMark>,
@@ -219,7 +223,7 @@ impl MessageStore {
     /// the topic assigns offsets meanwhile.
     pub async fn delete_topic(&self, topic: &str) -> Result<(), StoreError> {
         let mut table = self.queue_offsets.lock().await;
-        table.retain(|(t, _), _| t != topic);
+        table.remove(topic);
         let r = self.cqs.remove_topic(topic);
         drop(table);
         r
@@ -240,15 +244,24 @@ impl MessageStore {
         }
         let n = records.len();
         let permits = u32::try_from(n.max(1)).unwrap_or(u32::MAX);
-        let _permit = tokio::time::timeout(
-            Duration::from_secs(3),
-            Arc::clone(&self.inflight).acquire_many_owned(permits),
-        )
-        .await
-        .map_err(|_| {
-            BrokerError::AppendRefused(AppendRefusal::Busy("too many proposals in flight".into()))
-        })?
-        .map_err(|_| BrokerError::ServiceNotAvailable("store shut down".into()))?;
+        // Permits are nearly always free: only a full window pays for the timed wait.
+        let _permit = match Arc::clone(&self.inflight).try_acquire_many_owned(permits) {
+            Ok(p) => p,
+            Err(TryAcquireError::Closed) => {
+                return Err(BrokerError::ServiceNotAvailable("store shut down".into()))
+            }
+            Err(TryAcquireError::NoPermits) => tokio::time::timeout(
+                Duration::from_secs(3),
+                Arc::clone(&self.inflight).acquire_many_owned(permits),
+            )
+            .await
+            .map_err(|_| {
+                BrokerError::AppendRefused(AppendRefusal::Busy(
+                    "too many proposals in flight".into(),
+                ))
+            })?
+            .map_err(|_| BrokerError::ServiceNotAvailable("store shut down".into()))?,
+        };
 
         let mut pending = Vec::with_capacity(n);
         let first_queue_offset;
@@ -257,9 +270,8 @@ impl MessageStore {
             if self.resync_needed.load(Ordering::Acquire) {
                 self.resync(&mut table).await?;
             }
-            let key = (topic.to_owned(), queue_id);
             let base = if take_offsets {
-                match table.get(&key) {
+                match table.get(topic).and_then(|q| q.get(&queue_id)) {
                     Some(v) => *v,
                     None => self.cqs.max_offset(topic, queue_id),
                 }
@@ -286,7 +298,15 @@ impl MessageStore {
                 accepted += 1;
             }
             if take_offsets && accepted > 0 {
-                table.insert(key, base + accepted);
+                let next = base + accepted;
+                match table.get_mut(topic) {
+                    Some(q) => {
+                        q.insert(queue_id, next);
+                    }
+                    None => {
+                        table.insert(topic.to_owned(), HashMap::from([(queue_id, next)]));
+                    }
+                }
             }
             if let Some(e) = failure {
                 drop(table);
@@ -338,7 +358,7 @@ impl MessageStore {
 
     /// Waits (bounded) for in-flight proposals to settle and dispatch to catch up, then
     /// restarts every counter from its consume queue.
-    async fn resync(&self, table: &mut HashMap<(String, i32), i64>) -> Result<(), BrokerError> {
+    async fn resync(&self, table: &mut QueueOffsets) -> Result<(), BrokerError> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
         let mut rx = self.dispatched.clone();
         loop {
