@@ -5,7 +5,6 @@
 //! requests the server sends on it (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED, ...)
 //! go to the client's processor.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,7 +16,9 @@ use tokio_util::task::TaskTracker;
 
 use crate::budget::PartialFrameBudget;
 use crate::command::RemotingCommand;
-use crate::connection::{spawn_connection, ConnectionConfig, ConnectionContext, ConnectionHandle};
+use crate::connection::{
+    spawn_connection, ConnectionConfig, ConnectionContext, ConnectionHandle, LocalKeyMap,
+};
 use crate::error::RemotingError;
 use crate::processor::{ConnectionListener, ProcessorRegistry, RequestProcessor};
 
@@ -73,7 +74,7 @@ impl Slot {
 struct Inner {
     config: ClientConfig,
     ctx: ConnectionContext,
-    slots: Mutex<HashMap<SocketAddr, Arc<Slot>>>,
+    slots: Mutex<LocalKeyMap<SocketAddr, Arc<Slot>>>,
 }
 
 /// Async RPC client. Cheap to clone; all clones share connections.
@@ -109,13 +110,16 @@ impl RemotingClient {
             inner: Arc::new(Inner {
                 config,
                 ctx,
-                slots: Mutex::new(HashMap::new()),
+                slots: Mutex::new(LocalKeyMap::default()),
             }),
         }
     }
 
     fn slot(&self, addr: SocketAddr) -> Arc<Slot> {
         let mut slots = self.inner.slots.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = slots.get(&addr) {
+            return slot.clone();
+        }
         slots.entry(addr).or_default().clone()
     }
 

@@ -23,7 +23,7 @@ use futures_util::FutureExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -81,27 +81,53 @@ impl Default for ConnectionConfig {
 pub const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a while";
 
 /// Waiters of the requests this side sent, by opaque.
-type PendingMap = HashMap<i32, oneshot::Sender<RemotingCommand>, BuildHasherDefault<OpaqueHasher>>;
+type PendingMap = LocalKeyMap<i32, oneshot::Sender<RemotingCommand>>;
 
-/// Hasher for opaques: they are locally generated counters, not attacker-chosen keys, so a
-/// multiplicative hash is enough (SipHash cost shows up on every request).
+/// Hasher for keys this process chooses itself (opaques are local counters, addresses come
+/// from configuration and routes), so a multiplicative hash is enough: SipHash showed up on
+/// every request.
 #[derive(Default)]
-struct OpaqueHasher(u64);
+pub(crate) struct LocalKeyHasher(u64);
 
-impl Hasher for OpaqueHasher {
+impl LocalKeyHasher {
+    fn mix(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+impl Hasher for LocalKeyHasher {
     fn finish(&self) -> u64 {
         self.0
     }
     fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.mix(u64::from_le_bytes(word));
         }
     }
+    fn write_u8(&mut self, v: u8) {
+        self.mix(u64::from(v));
+    }
+    fn write_u16(&mut self, v: u16) {
+        self.mix(u64::from(v));
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.mix(u64::from(v));
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.mix(v);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.mix(v as u64);
+    }
     fn write_i32(&mut self, v: i32) {
-        // Fibonacci hashing: spreads consecutive counters over the high bits hashbrown uses.
-        self.0 = u64::from(v as u32).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.mix(u64::from(v as u32));
     }
 }
+
+/// Map with [`LocalKeyHasher`].
+pub(crate) type LocalKeyMap<K, V> = HashMap<K, V, BuildHasherDefault<LocalKeyHasher>>;
 
 struct Shared {
     id: ConnectionId,
@@ -641,7 +667,9 @@ fn dispatch(
         conn.complete(cmd);
         return;
     }
-    let permit: OwnedSemaphorePermit = match semaphore.clone().try_acquire_owned() {
+    // A borrowed permit (no Arc clone) while the processor is polled inline; it becomes a
+    // `PermitReturn` only if the request moves to its own task.
+    let permit = match semaphore.try_acquire() {
         Ok(p) => p,
         Err(_) => {
             if !cmd.is_oneway() {
@@ -683,6 +711,8 @@ fn dispatch(
             }
         }
         Ok(None) => {
+            permit.forget();
+            let permit = PermitReturn(semaphore.clone());
             let conn = conn.clone();
             ctx.tasks.spawn(async move {
                 let _permit = permit;
@@ -700,6 +730,15 @@ fn dispatch(
                 let _ = conn.shared.tx.try_send(response);
             }
         }
+    }
+}
+
+/// One permit of the concurrent-request semaphore, given back when the processor task ends.
+struct PermitReturn(Arc<Semaphore>);
+
+impl Drop for PermitReturn {
+    fn drop(&mut self) {
+        self.0.add_permits(1);
     }
 }
 
