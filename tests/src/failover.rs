@@ -23,9 +23,10 @@ use broker::message::{decode_records, CrcCheck, StoredMessage};
 use bytes::Bytes;
 use remoting::body::TopicRouteData;
 use remoting::headers::{
-    GetMaxOffsetRequestHeader, GetRouteInfoRequestHeader, OffsetResponseHeader,
-    PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
-    SendMessageRequestHeaderV2, UpdateConsumerOffsetRequestHeader,
+    ConsumerSendMsgBackRequestHeader, GetMaxOffsetRequestHeader, GetRouteInfoRequestHeader,
+    OffsetResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader,
+    QueryConsumerOffsetRequestHeader, SendMessageRequestHeaderV2,
+    UpdateConsumerOffsetRequestHeader,
 };
 use remoting::{ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode};
 
@@ -394,6 +395,31 @@ impl TestClient {
         r.decode_header::<OffsetResponseHeader>()
             .ok()
             .map(|h| h.offset)
+    }
+
+    /// CONSUMER_SEND_MSG_BACK: a consumer of `group` failed the message at physical offset
+    /// `phys` (of `origin_topic`); the broker re-stores it into `%RETRY%<group>` after
+    /// `delay_level`. True when acknowledged.
+    pub async fn send_back(
+        &self,
+        addr: SocketAddr,
+        group: &str,
+        phys: i64,
+        delay_level: i32,
+        origin_topic: &str,
+    ) -> bool {
+        let h = ConsumerSendMsgBackRequestHeader {
+            offset: phys,
+            group: group.into(),
+            delay_level,
+            origin_msg_id: None,
+            origin_topic: Some(origin_topic.into()),
+            unit_mode: Some(false),
+            max_reconsume_times: Some(16),
+            broker_name: None,
+        };
+        let req = RemotingCommand::request(RequestCode::CONSUMER_SEND_MSG_BACK, &h);
+        matches!(self.client.invoke(addr, req, RPC_TIMEOUT).await, Ok(r) if r.response_code() == ResponseCode::SUCCESS)
     }
 
     /// Whether the broker at `addr` serves as master (`brokerActive` of
