@@ -70,7 +70,7 @@ impl FailingConsumer {
         let from = self.next;
         for m in msgs.iter().filter(|m| m.queue_offset >= from) {
             let seq = seq_of(m).unwrap();
-            if seq % 10 == 0 && !self.failed.contains(&seq) {
+            if seq.is_multiple_of(10) && !self.failed.contains(&seq) {
                 poll("send-back acknowledged", T, || async {
                     c.send_back(addr, GROUP, m.physical_offset, RETRY_LEVEL, TOPIC)
                         .await
