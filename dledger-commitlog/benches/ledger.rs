@@ -2,9 +2,10 @@
 //! (the raw baseline: same code path without replication) measured in the same run.
 //!
 //! `cargo bench -p dledger-commitlog --bench ledger` (env `LEDGER_BENCH_SECS`, default 2,
-//! seconds per point). Async flush (DLedger default). Prints proposals/s and commit latency
-//! p50/p99/p999 for 128 B and 1 KiB bodies with 1, 16 and 256 concurrent proposers, and the
-//! 3-member / 1-member throughput ratio.
+//! seconds per point; `LEDGER_BENCH_POINTS=1024:256,128:1` runs only those points). Async flush (DLedger default). Prints proposals/s and commit latency
+//! p50/p99/p999 for 128 B and 1 KiB bodies with 1, 16 and 256 concurrent proposers, the
+//! process CPU time per proposal (`cpu/op`, µs; steadier than rates on a shared machine), and
+//! the 3-member / 1-member throughput ratio.
 
 #![allow(clippy::unwrap_used)] // tests and benches may unwrap
 
@@ -22,7 +23,23 @@ struct Point {
     p99: Duration,
     p999: Duration,
     busy: u64,
+    /// Process CPU time (user + system, all threads) per committed proposal: a figure that
+    /// depends less on what else the shared machine runs than the rate does.
+    cpu_us: f64,
 }
+
+/// CPU time (user + system) this process has used so far, in clock ticks.
+fn cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let get = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    get(11) + get(12)
+}
+
+/// Clock ticks per second (USER_HZ); 100 on Linux.
+const TICKS_PER_SEC: f64 = 100.0;
 
 async fn start_group(dir: &std::path::Path, n: usize) -> (Vec<Ledger>, usize) {
     let ls: Vec<TcpListener> = (0..n)
@@ -96,7 +113,10 @@ async fn measure(leader: &Ledger, body_len: usize, proposers: usize, secs: f64) 
             (lat, busy + errors)
         }));
     }
-    tokio::time::sleep(warmup + Duration::from_secs_f64(secs)).await;
+    tokio::time::sleep(warmup).await;
+    let cpu0 = cpu_ticks();
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+    let cpu = (cpu_ticks() - cpu0) as f64 / TICKS_PER_SEC;
     stop.store(true, Ordering::Relaxed);
     let mut all = Vec::new();
     let mut busy = 0;
@@ -115,6 +135,7 @@ async fn measure(leader: &Ledger, body_len: usize, proposers: usize, secs: f64) 
     };
     Point {
         rate: all.len() as f64 / secs,
+        cpu_us: cpu * 1e6 / (all.len() as f64).max(1.0),
         p50: q(0.50),
         p99: q(0.99),
         p999: q(0.999),
@@ -161,25 +182,37 @@ fn main() {
         }
         println!("ledger bench: async flush, loopback, {secs} s per point (+0.3 s warm-up); loadavg {}", loadavg());
         println!(
-            "{:>6} {:>5} | {:>10} {:>8} {:>8} {:>8} | {:>10} {:>8} {:>8} {:>8} | {:>6}",
-            "body", "inflt", "1-node/s", "p50us", "p99us", "p999us", "3-node/s", "p50us", "p99us", "p999us", "ratio"
+            "{:>6} {:>5} | {:>10} {:>8} {:>8} {:>8} {:>7} | {:>10} {:>8} {:>8} {:>8} {:>7} | {:>6}",
+            "body", "inflt", "1-node/s", "p50us", "p99us", "p999us", "cpu/op", "3-node/s", "p50us", "p99us", "p999us", "cpu/op", "ratio"
         );
+        // `LEDGER_BENCH_POINTS=1024:256,128:1` limits the run to those body:in-flight points.
+        let only: Option<Vec<(usize, usize)>> = std::env::var("LEDGER_BENCH_POINTS").ok().map(|v| {
+            v.split(',')
+                .filter_map(|p| p.split_once(':'))
+                .filter_map(|(b, c)| Some((b.trim().parse().ok()?, c.trim().parse().ok()?)))
+                .collect()
+        });
         for body in [128usize, 1024] {
             for c in [1usize, 16, 256] {
+                if only.as_ref().is_some_and(|o| !o.contains(&(body, c))) {
+                    continue;
+                }
                 let a = measure(&one[l1], body, c, secs).await;
                 let b = measure(&three[l3], body, c, secs).await;
                 println!(
-                    "{:>6} {:>5} | {:>10.0} {:>8} {:>8} {:>8} | {:>10.0} {:>8} {:>8} {:>8} | {:>6.2}{}",
+                    "{:>6} {:>5} | {:>10.0} {:>8} {:>8} {:>8} {:>7.1} | {:>10.0} {:>8} {:>8} {:>8} {:>7.1} | {:>6.2}{}",
                     body,
                     c,
                     a.rate,
                     a.p50.as_micros(),
                     a.p99.as_micros(),
                     a.p999.as_micros(),
+                    a.cpu_us,
                     b.rate,
                     b.p50.as_micros(),
                     b.p99.as_micros(),
                     b.p999.as_micros(),
+                    b.cpu_us,
                     b.rate / a.rate.max(1.0),
                     if a.busy + b.busy > 0 { format!("  (busy/failed proposals: {} / {})", a.busy, b.busy) } else { String::new() }
                 );

@@ -72,6 +72,10 @@ pub struct CoreConfig {
     pub max_batch_push_entries: usize,
     /// DLedger `maxPendingSize` (1000): pushes in flight per follower.
     pub push_inflight_max: usize,
+    /// With this many pushes in flight to a follower, a batch push leaves only when full
+    /// (`max_batch_push_entries` or `max_batch_push_bytes`); partial batches wait for a
+    /// response. Below it, whatever is there leaves at once (low latency when idle).
+    pub partial_push_inflight_max: usize,
     /// Follower reorder buffer: APPEND pushes held while waiting for a gap to fill; beyond
     /// this the push is refused with PUSH_REQUEST_IS_FULL (421) instead of blocking (R9).
     pub follower_buffer_max: usize,
@@ -112,6 +116,7 @@ impl CoreConfig {
             max_batch_push_bytes: 4096,
             max_batch_push_entries: 256,
             push_inflight_max: 1_000,
+            partial_push_inflight_max: 2,
             follower_buffer_max: 1_024,
             rpc_timeout_ms: 3_000,
             preferred_leader_ids: Vec::new(),
@@ -153,11 +158,14 @@ impl CoreConfig {
             return Err("need 0 < minVoteIntervalMs < maxVoteIntervalMs".into());
         }
         if self.push_inflight_max == 0
+            || self.partial_push_inflight_max == 0
             || self.follower_buffer_max == 0
             || self.max_pending_requests == 0
         {
             return Err(
-                "push_inflight_max, follower_buffer_max, maxPendingRequestsNum must be > 0".into(),
+                "push_inflight_max, partial_push_inflight_max, follower_buffer_max, \
+                 maxPendingRequestsNum must be > 0"
+                    .into(),
             );
         }
         if self.max_batch_push_entries == 0 {

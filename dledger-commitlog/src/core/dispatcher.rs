@@ -3,7 +3,9 @@
 //! States (spec §9.3): COMPARE walks back from the leader's end until the follower holds the
 //! same entry (using the follower's begin/end to jump), TRUNCATE cuts the follower's divergent
 //! suffix, APPEND pipelines pushes (batched when `enableBatchPush`) with at most
-//! `push_inflight_max` in flight; when idle a COMMIT push carries a new commit index.
+//! `push_inflight_max` in flight; once `partial_push_inflight_max` are in flight, only full
+//! batches leave and the rest waits for a response (entries arriving meanwhile then share
+//! one push instead of one push each); when idle a COMMIT push carries a new commit index.
 //! Retries: the lowest unacknowledged push is resent after `maxPushTimeOutMs`; after three
 //! resends, on INCONSISTENT_STATE, on a refused push or on a gap, the dispatcher goes back to
 //! COMPARE (R11). Every state switch bumps `epoch` so stale responses are ignored.
@@ -226,9 +228,14 @@ impl<L: RaftLog> Node<L> {
             let DispatchState::Append { next, inflight } = &d.state else {
                 return;
             };
-            let next = *next;
-            if next > end || inflight.len() >= self.cfg.push_inflight_max {
+            let (next, in_flight) = (*next, inflight.len());
+            if next > end || in_flight >= self.cfg.push_inflight_max {
                 break;
+            }
+            if in_flight >= self.cfg.partial_push_inflight_max
+                && !self.full_batch_ready(next, end, per_push)
+            {
+                break; // a response will pump again, with more entries to send together
             }
             let entries = match self
                 .log
@@ -295,6 +302,18 @@ impl<L: RaftLog> Node<L> {
                     self.send_push(peer, PushType::COMMIT, Vec::new());
                 }
             }
+        }
+    }
+
+    /// Whether the entries from `next` through `end` fill a whole batch push (by count or
+    /// by bytes). Unknown sizes count as full, so nothing waits on a guess.
+    fn full_batch_ready(&self, next: Index, end: Index, per_push: usize) -> bool {
+        if end - next + 1 >= per_push as Index {
+            return true;
+        }
+        match (self.log.end_pos_of(next - 1), self.log.end_pos_of(end)) {
+            (Some(from), Some(to)) => (to - from) as u64 >= self.cfg.max_batch_push_bytes as u64,
+            _ => true,
         }
     }
 

@@ -139,7 +139,8 @@ macro_rules! name_enum {
         pub enum $name { #[default] $def, $($var),+ }
 
         impl $name {
-            const ALL: &'static [$name] = &[$name::$def, $($name::$var),+];
+            /// Every constant, in ordinal order.
+            pub(crate) const ALL: &'static [$name] = &[$name::$def, $($name::$var),+];
             /// Java enum constant name.
             pub fn as_str(self) -> &'static str {
                 match self { $name::$def => stringify!($def), $($name::$var => stringify!($var)),+ }
@@ -639,7 +640,10 @@ impl Request {
         Ok(Some(match code {
             REQUEST_CODE_VOTE => Request::Vote(decode(code, body)?),
             REQUEST_CODE_HEART_BEAT => Request::HeartBeat(decode(code, body)?),
-            REQUEST_CODE_PUSH => Request::Push(decode(code, body)?),
+            REQUEST_CODE_PUSH => Request::Push(match super::push_json::decode_push_request(body) {
+                Some(r) => r,
+                None => decode(code, body)?,
+            }),
             REQUEST_CODE_LEADERSHIP_TRANSFER => Request::LeadershipTransfer(decode(code, body)?),
             _ => return Ok(None),
         }))

@@ -30,6 +30,7 @@ macro_rules! bug {
     }};
 }
 
+mod b64;
 pub mod config;
 pub mod dispatcher;
 pub mod elector;

@@ -1,20 +1,41 @@
-//! Hand-written JSON encoder for PUSH requests: the replication hot path.
+//! Hand-written JSON codec for PUSH requests: the replication hot path.
 //!
-//! Produces exactly the bytes of the serde path (`impl Serialize for PushEntryRequest`, spec
-//! dledger.md §3.4): same member order, numbers as decimal, bodies as padded standard base64
-//! written straight into a buffer sized up front. Strings that would need JSON escaping fall
-//! back to serde_json for that string, so escaping rules stay serde_json's. The tests below
-//! compare both paths.
+//! Encoder: produces exactly the bytes of the serde path (`impl Serialize for
+//! PushEntryRequest`, spec dledger.md §3.4): same member order, numbers as decimal, bodies as
+//! padded standard base64 written straight into a buffer sized up front. Strings that would
+//! need JSON escaping fall back to serde_json for that string, so escaping rules stay
+//! serde_json's.
+//!
+//! Decoder: a strict scanner for the usual shape of a PUSH body (members in any order, plain
+//! strings, integer numbers, canonical base64 bodies), which decodes every body of a push into
+//! one shared buffer and hands each entry a slice of it (one allocation per push, no
+//! intermediate strings). Anything it does not recognise — escapes, floats, unknown members
+//! holding objects, duplicates, ordinals, trailing bytes — makes it answer `None`, and the
+//! caller uses the serde path, which is the reference for what is accepted and how.
+//! The tests below compare both paths on both sides.
 
-use base64::Engine as _;
-use std::io::Write as _;
+use bytes::{Bytes, BytesMut};
 
-use super::messages::{DLedgerEntry, PushEntryRequest};
+use super::b64;
+use super::messages::{DLedgerCode, DLedgerEntry, PushEntryRequest, PushType};
 
-/// Appends the decimal form of `n`.
+/// Appends the decimal form of `n` (as `Display` writes it, without the formatting machinery).
 fn num(buf: &mut Vec<u8>, n: i64) {
-    // Writing into a Vec cannot fail.
-    let _ = write!(buf, "{n}");
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut v = n.unsigned_abs();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        buf.push(b'-');
+    }
+    buf.extend_from_slice(&digits[i..]);
 }
 
 /// Appends `s` as a JSON string.
@@ -30,12 +51,7 @@ fn string(buf: &mut Vec<u8>, s: &str) {
 
 fn entry(buf: &mut Vec<u8>, e: &DLedgerEntry) {
     buf.extend_from_slice(b"{\"body\":\"");
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let start = buf.len();
-    let len = base64::encoded_len(e.body.len(), true).unwrap_or(0);
-    buf.resize(start + len, 0);
-    let written = b64.encode_slice(&e.body, &mut buf[start..]).unwrap_or(0);
-    buf.truncate(start + written);
+    b64::encode_into(buf, &e.body);
     buf.extend_from_slice(b"\",\"bodyCrc\":");
     num(buf, i64::from(e.body_crc));
     buf.extend_from_slice(b",\"chainCrc\":");
@@ -113,6 +129,280 @@ pub(crate) fn encode_push_request(r: &PushEntryRequest) -> Vec<u8> {
     string(&mut buf, r.push_type.as_str());
     buf.push(b'}');
     buf
+}
+
+/// Cursor over a JSON text for the strict PUSH scanner. Every method answers `None` when the
+/// input leaves the recognised subset (module docs).
+struct Scan<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Scan<'a> {
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.s.get(self.i) {
+            self.i += 1;
+        }
+    }
+
+    fn peek(&mut self) -> Option<u8> {
+        self.ws();
+        self.s.get(self.i).copied()
+    }
+
+    fn eat(&mut self, b: u8) -> Option<()> {
+        (self.peek()? == b).then(|| self.i += 1)
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        self.ws();
+        let end = self.i + word.len();
+        (self.s.get(self.i..end)? == word).then(|| self.i = end)
+    }
+
+    /// The raw content of a string without escapes or control characters.
+    fn raw_str(&mut self) -> Option<&'a [u8]> {
+        let raw = self.unchecked_str()?;
+        if raw.iter().any(|&b| b == b'\\' || b < 0x20) {
+            return None;
+        }
+        Some(raw)
+    }
+
+    /// The bytes up to the next `"`, unchecked: only for callers that reject `\\` and control
+    /// characters themselves (the base64 decoder does), so long bodies are scanned once.
+    fn unchecked_str(&mut self) -> Option<&'a [u8]> {
+        self.eat(b'"')?;
+        let start = self.i;
+        let len = quote_offset(&self.s[start..])?;
+        self.i = start + len + 1;
+        Some(&self.s[start..start + len])
+    }
+
+    fn string(&mut self) -> Option<String> {
+        std::str::from_utf8(self.raw_str()?).ok().map(str::to_owned)
+    }
+
+    fn opt_string(&mut self) -> Option<Option<String>> {
+        if self.peek()? == b'n' {
+            self.literal(b"null")?;
+            return Some(None);
+        }
+        self.string().map(Some)
+    }
+
+    /// An integer as JSON writes it (no fraction, exponent or leading zeros).
+    fn int(&mut self) -> Option<i64> {
+        self.ws();
+        let neg = self.s.get(self.i) == Some(&b'-');
+        let start = self.i + usize::from(neg);
+        let mut end = start;
+        while self.s.get(end).is_some_and(u8::is_ascii_digit) {
+            end += 1;
+        }
+        let digits = &self.s[start..end];
+        let leading_zero = digits.len() > 1 && digits[0] == b'0';
+        // serde_json reads `-0` as a float: leave it to serde.
+        let minus_zero = neg && digits == b"0";
+        if digits.is_empty() || digits.len() > 19 || leading_zero || minus_zero {
+            return None;
+        }
+        if matches!(self.s.get(end), Some(b'.' | b'e' | b'E')) {
+            return None;
+        }
+        let mut v: i64 = 0;
+        for &d in digits {
+            v = v.checked_mul(10)?.checked_add(i64::from(d - b'0'))?;
+        }
+        self.i = end;
+        Some(if neg { -v } else { v })
+    }
+
+    fn int32(&mut self) -> Option<i32> {
+        i32::try_from(self.int()?).ok()
+    }
+
+    /// Skips a number, `true`, `false`, `null` or a plain string (ignored members).
+    fn skip_scalar(&mut self) -> Option<()> {
+        match self.peek()? {
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            b'"' => self.raw_str().map(|_| ()),
+            _ => self.int().map(|_| ()),
+        }
+    }
+
+    /// Walks the members of an object, calling `member` with each key; `member` consumes the
+    /// value. Duplicate keys are left to serde (which refuses known ones).
+    fn object(&mut self, mut member: impl FnMut(&mut Self, &'a [u8]) -> Option<()>) -> Option<()> {
+        self.eat(b'{')?;
+        if self.peek()? == b'}' {
+            self.i += 1;
+            return Some(());
+        }
+        loop {
+            let key = self.raw_str()?;
+            self.eat(b':')?;
+            member(self, key)?;
+            match self.peek()? {
+                b',' => self.i += 1,
+                b'}' => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
+/// Offset of the first `"` in `s`, eight bytes at a time.
+fn quote_offset(s: &[u8]) -> Option<usize> {
+    const LOW: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let quotes = LOW * u64::from(b'"');
+    let mut chunks = s.chunks_exact(8);
+    let mut off = 0;
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        let x = u64::from_le_bytes(w) ^ quotes;
+        let found = x.wrapping_sub(LOW) & !x & HIGH;
+        if found != 0 {
+            return Some(off + (found.trailing_zeros() / 8) as usize);
+        }
+        off += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&b| b == b'"')
+        .map(|p| off + p)
+}
+
+/// Members seen in one object, to leave duplicates to serde.
+#[derive(Default)]
+struct Seen(u32);
+
+impl Seen {
+    fn first(&mut self, bit: u32) -> Option<()> {
+        let fresh = self.0 & (1 << bit) == 0;
+        self.0 |= 1 << bit;
+        fresh.then_some(())
+    }
+}
+
+/// One entry object; its body is decoded into `bodies` and split off from it.
+fn scan_entry(p: &mut Scan<'_>, bodies: &mut BytesMut) -> Option<DLedgerEntry> {
+    let mut e = DLedgerEntry {
+        body: Bytes::new(),
+        body_crc: 0,
+        chain_crc: 0,
+        channel: 0,
+        index: -1,
+        magic: 1,
+        pos: -1,
+        size: 0,
+        term: -1,
+    };
+    let mut seen = Seen::default();
+    p.object(|p, key| {
+        match key {
+            b"body" => {
+                seen.first(0)?;
+                if p.peek()? == b'n' {
+                    p.literal(b"null")?;
+                } else {
+                    // An escape or control character is outside the base64 alphabet, so
+                    // the decoder refuses it: no separate check over the body.
+                    let text = p.unchecked_str()?;
+                    let n = b64::decoded_len(text)?;
+                    bodies.resize(n, 0);
+                    b64::decode_into(text, &mut bodies[..])?;
+                    e.body = bodies.split().freeze();
+                }
+            }
+            b"bodyCrc" => (seen.first(1)?, e.body_crc = p.int32()?).1,
+            b"chainCrc" => (seen.first(2)?, e.chain_crc = p.int32()?).1,
+            b"channel" => (seen.first(3)?, e.channel = p.int32()?).1,
+            b"index" => (seen.first(4)?, e.index = p.int()?).1,
+            b"magic" => (seen.first(5)?, e.magic = p.int32()?).1,
+            b"pos" => (seen.first(6)?, e.pos = p.int()?).1,
+            b"size" => (seen.first(7)?, e.size = p.int32()?).1,
+            b"term" => (seen.first(8)?, e.term = p.int()?).1,
+            _ => p.skip_scalar()?,
+        }
+        Some(())
+    })?;
+    Some(e)
+}
+
+/// Decodes a PUSH request body on the fast path; `None` means "use serde" (module docs).
+pub(crate) fn decode_push_request(json: &[u8]) -> Option<PushEntryRequest> {
+    let mut r = PushEntryRequest {
+        batch_entry: Vec::new(),
+        code: DLedgerCode::SUCCESS,
+        commit_index: -1,
+        entry: None,
+        group: None,
+        leader_id: None,
+        local_id: None,
+        remote_id: None,
+        term: -1,
+        push_type: PushType::APPEND,
+    };
+    // Every body is shorter than 3/4 of the text that encodes it: one allocation for all.
+    let mut bodies = BytesMut::with_capacity(json.len() / 4 * 3 + 4);
+    let mut p = Scan { s: json, i: 0 };
+    let mut seen = Seen::default();
+    p.object(|p, key| {
+        match key {
+            b"batchEntry" => {
+                seen.first(0)?;
+                p.eat(b'[')?;
+                if p.peek()? == b']' {
+                    p.i += 1;
+                    return Some(());
+                }
+                loop {
+                    r.batch_entry.push(scan_entry(p, &mut bodies)?);
+                    match p.peek()? {
+                        b',' => p.i += 1,
+                        b']' => {
+                            p.i += 1;
+                            return Some(());
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            b"code" => (seen.first(1)?, r.code = DLedgerCode(p.int32()?)).1,
+            b"commitIndex" => (seen.first(2)?, r.commit_index = p.int()?).1,
+            b"entry" => {
+                seen.first(3)?;
+                if p.peek()? == b'n' {
+                    p.literal(b"null")?;
+                } else {
+                    r.entry = Some(scan_entry(p, &mut bodies)?);
+                }
+            }
+            b"group" => (seen.first(4)?, r.group = p.opt_string()?).1,
+            b"leaderId" => (seen.first(5)?, r.leader_id = p.opt_string()?).1,
+            b"localId" => (seen.first(6)?, r.local_id = p.opt_string()?).1,
+            b"remoteId" => (seen.first(7)?, r.remote_id = p.opt_string()?).1,
+            b"term" => (seen.first(8)?, r.term = p.int()?).1,
+            b"type" => {
+                seen.first(9)?;
+                let name = std::str::from_utf8(p.raw_str()?).ok()?;
+                r.push_type = PushType::ALL.iter().copied().find(|t| t.as_str() == name)?;
+            }
+            _ => p.skip_scalar()?,
+        }
+        Some(())
+    })?;
+    p.ws();
+    (p.i == json.len()).then_some(r)
 }
 
 #[cfg(test)]
@@ -198,6 +488,105 @@ mod tests {
                 String::from_utf8(slow).unwrap()
             );
         }
+    }
+
+    fn serde_decode(json: &[u8]) -> Option<PushEntryRequest> {
+        serde_json::from_slice(json).ok()
+    }
+
+    /// Differential test of the decoder: on our own output and on mutations of it, the fast
+    /// path either defers (`None`) or agrees with serde exactly — and it never defers on the
+    /// encoder's own output.
+    #[test]
+    fn fast_decoder_agrees_with_serde_or_defers() {
+        let seed: u64 = std::env::var("PUSH_JSON_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0xdec0de);
+        println!("push_json decoder seed {seed}");
+        let mut x = seed | 1;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut texts: Vec<Vec<u8>> = Vec::new();
+        for n in 0..12usize {
+            let batch: Vec<DLedgerEntry> = (0..n)
+                .map(|i| {
+                    let len = (next() % 40) as usize;
+                    let body: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+                    entry_at(5 + i as i64, &body)
+                })
+                .collect();
+            let r = req(batch, None, PushType::APPEND);
+            let json = encode_push_request(&r);
+            assert_eq!(
+                decode_push_request(&json),
+                Some(r),
+                "own output must take the fast path"
+            );
+            texts.push(json);
+        }
+        for kind in [PushType::COMMIT, PushType::COMPARE, PushType::TRUNCATE] {
+            let single = (kind != PushType::COMMIT).then(|| entry_at(3, b"xyz"));
+            let r = req(Vec::new(), single, kind);
+            let json = encode_push_request(&r);
+            assert_eq!(decode_push_request(&json), Some(r));
+            texts.push(json);
+        }
+        let handmade: [&[u8]; 12] = [
+            br#"{}"#,
+            br#" { "type" : "COMMIT" , "term" : 3 } "#,
+            br#"{"entry":null,"group":null,"batchEntry":[]}"#,
+            br#"{"entry":{"body":null,"index":2},"extra":true,"more":null,"n":-5}"#,
+            br#"{"entry":{"body":"Pz8\/Pw=="}}"#,
+            br#"{"type":1}"#,
+            br#"{"term":1.0}"#,
+            br#"{"term":01}"#,
+            br#"{"term":1,"term":2}"#,
+            br#"{"group":"a"b"}"#,
+            br#"{"obj":{"a":1}}"#,
+            br#"{"batchEntry":[{"body":"QQ=="},{"body":"QUI="}]} x"#,
+        ];
+        texts.extend(handmade.iter().map(|t| t.to_vec()));
+        let alphabet = b"{}[]\":,0123456789-+.eE \\/=AQnulltruefalse";
+        let mut checked = 0;
+        for t in &texts {
+            let mutations: Vec<Vec<u8>> = (0..300)
+                .map(|_| {
+                    let mut m = t.clone();
+                    if m.is_empty() {
+                        return m;
+                    }
+                    for _ in 0..(1 + next() % 3) {
+                        let at = (next() % m.len() as u64) as usize;
+                        match next() % 4 {
+                            0 => m[at] = alphabet[(next() % alphabet.len() as u64) as usize],
+                            1 => m.insert(at, alphabet[(next() % alphabet.len() as u64) as usize]),
+                            2 => {
+                                m.remove(at);
+                            }
+                            _ => m.truncate(at),
+                        }
+                        if m.is_empty() {
+                            break;
+                        }
+                    }
+                    m
+                })
+                .chain(std::iter::once(t.clone()))
+                .collect();
+            for m in mutations {
+                let slow = serde_decode(&m);
+                if let Some(fast) = decode_push_request(&m) {
+                    assert_eq!(Some(fast), slow, "{}", String::from_utf8_lossy(&m));
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 50, "too few fast-path cases: {checked}");
     }
 
     #[test]

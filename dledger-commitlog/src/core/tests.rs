@@ -918,3 +918,74 @@ fn sync_flush_truncate_rewrite_waits_for_the_flush() {
     n.handle(2, Input::LogFlushed { index: 0 });
     assert_eq!(push_code(&drain(&mut n)[0]), (1, DLedgerCode::SUCCESS, 0));
 }
+
+#[test]
+fn proposals_of_one_batch_share_a_push_and_partial_batches_wait_for_a_response() {
+    let (mut n, c) = leader3();
+    for (_, call, req) in &c {
+        if matches!(req, Request::Push(_)) {
+            n.handle(
+                1_003,
+                Input::Reply {
+                    call: *call,
+                    result: Ok(push_ok(0, 1, 0, 1)),
+                },
+            );
+        }
+    }
+    drain(&mut n);
+    let propose = |id: u64| Input::Propose {
+        id,
+        body: Bytes::from_static(b"m"),
+    };
+    let appends = |a: &[Action]| -> Vec<(String, CallId, i64, usize)> {
+        calls(a)
+            .into_iter()
+            .filter_map(|(to, call, r)| match r {
+                Request::Push(p) if p.push_type == PushType::APPEND => {
+                    Some((to, call, p.first_index(), p.count()))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    // Three proposals taken in one turn: one push of three entries per follower.
+    n.handle_batch(1_010, (1..=3).map(propose));
+    let first = appends(&drain(&mut n));
+    assert_eq!(
+        first
+            .iter()
+            .map(|(to, _, f, k)| (to.as_str(), *f, *k))
+            .collect::<Vec<_>>(),
+        vec![("n1", 1, 3), ("n2", 1, 3)]
+    );
+    // A second push goes out at once (below `partial_push_inflight_max`)...
+    n.handle(1_011, propose(4));
+    let second = appends(&drain(&mut n));
+    assert_eq!(second.len(), 2);
+    // ...but with two in flight, partial batches wait for a response.
+    n.handle(1_012, propose(5));
+    n.handle(1_013, propose(6));
+    assert_eq!(appends(&drain(&mut n)), vec![]);
+    let (_, call_n1, _, _) = first[0].clone();
+    n.handle(
+        1_014,
+        Input::Reply {
+            call: call_n1,
+            result: Ok(push_ok(1, 3, 3, 1)),
+        },
+    );
+    let a = drain(&mut n);
+    assert!(a.contains(&Action::CommitAdvanced {
+        index: 3,
+        pos: 3 * 49 + 48
+    }));
+    let third = appends(&a);
+    assert_eq!(
+        third
+            .iter()
+            .map(|(to, _, f, k)| (to.as_str(), *f, *k))
+            .collect::<Vec<_>>(),
+        vec![("n1", 5, 2)]
+    );
+}

@@ -2,8 +2,10 @@
 //! writer. Feeds inputs to the core and executes its actions in order.
 //!
 //! Loop: `select! { biased; control, network inbox, proposals, flush progress, ticker }`;
-//! each wake-up drains a batch from the ready queue, then ticks the core if the tick period
-//! (5 ms) has passed, so a busy inbox never starves heartbeats or elections.
+//! each wake-up takes everything already queued on the network inbox and the proposal queue
+//! (bounded) and feeds it to the core as one batch (one replication pump, so proposals of one
+//! turn share a push), then ticks the core if the tick period (5 ms) has passed, so a busy
+//! inbox never starves heartbeats or elections.
 //! `PersistHardState` is executed (fsync) before any later action; if it fails the member
 //! stops (it can no longer keep a vote promise) rather than continue. A store poisoned by a
 //! failed flush stops the member the same way (crash-like: no final checkpoint), and its
@@ -129,6 +131,7 @@ impl Driver {
         let mut ticker = tokio::time::interval(Duration::from_millis(TICK_MS));
         ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut flush_open = true;
+        let mut batch: Vec<Input> = Vec::with_capacity(2 * BATCH + 1);
         self.refresh_status();
         let graceful = loop {
             tokio::select! {
@@ -139,22 +142,14 @@ impl Driver {
                     None => break true,
                 },
                 Some(ev) = inbox.net.recv() => {
-                    self.on_net(ev);
-                    for _ in 0..BATCH {
-                        match inbox.net.try_recv() {
-                            Ok(ev) => self.on_net(ev),
-                            Err(_) => break,
-                        }
-                    }
+                    self.on_net(ev, &mut batch);
+                    self.take_ready(&mut inbox, &mut batch);
+                    self.handle_batch(&mut batch);
                 }
                 Some(p) = inbox.proposals.recv() => {
-                    self.on_propose(p);
-                    for _ in 0..BATCH {
-                        match inbox.proposals.try_recv() {
-                            Ok(p) => self.on_propose(p),
-                            Err(_) => break,
-                        }
-                    }
+                    self.on_propose(p, &mut batch);
+                    self.take_ready(&mut inbox, &mut batch);
+                    self.handle_batch(&mut batch);
                 }
                 r = inbox.flush.changed(), if flush_open => match r {
                     Ok(()) => {
@@ -177,6 +172,34 @@ impl Driver {
     fn handle(&mut self, input: Input) {
         let now = self.now_ms();
         self.node.handle(now, input);
+        self.drain(now);
+    }
+
+    /// Adds whatever else is already queued (network events and proposals, at most
+    /// [`BATCH`] of each) to `batch`, so one core pass covers them all.
+    fn take_ready(&mut self, inbox: &mut Inbox, batch: &mut Vec<Input>) {
+        for _ in 0..BATCH {
+            match inbox.net.try_recv() {
+                Ok(ev) => self.on_net(ev, batch),
+                Err(_) => break,
+            }
+        }
+        for _ in 0..BATCH {
+            match inbox.proposals.try_recv() {
+                Ok(p) => self.on_propose(p, batch),
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Feeds `batch` to the core in one pass (one replication pump for all of it), then
+    /// executes the resulting actions.
+    fn handle_batch(&mut self, batch: &mut Vec<Input>) {
+        if batch.is_empty() {
+            return;
+        }
+        let now = self.now_ms();
+        self.node.handle_batch(now, batch.drain(..));
         self.drain(now);
     }
 
@@ -287,16 +310,16 @@ impl Driver {
         }
     }
 
-    fn on_net(&mut self, ev: NetEvent) {
+    fn on_net(&mut self, ev: NetEvent, batch: &mut Vec<Input>) {
         match ev {
             NetEvent::Request { req, reply } => {
                 self.note_sender(&req);
                 let id = self.next_request;
                 self.next_request += 1;
                 self.requests.insert(id, reply);
-                self.handle(Input::Request { id, req });
+                batch.push(Input::Request { id, req });
             }
-            NetEvent::Reply { call, result } => self.handle(Input::Reply { call, result }),
+            NetEvent::Reply { call, result } => batch.push(Input::Reply { call, result }),
         }
     }
 
@@ -313,14 +336,14 @@ impl Driver {
         }
     }
 
-    fn on_propose(&mut self, p: Proposal) {
+    fn on_propose(&mut self, p: Proposal, batch: &mut Vec<Input>) {
         if p.reply.is_closed() {
             return; // the caller went away before we got to it: nothing was appended
         }
         let id = self.next_proposal;
         self.next_proposal += 1;
         self.waiters.insert(id, p.reply);
-        self.handle(Input::Propose { id, body: p.body });
+        batch.push(Input::Propose { id, body: p.body });
     }
 
     fn on_transfer(&mut self, to: String, reply: oneshot::Sender<Result<(), ProposeError>>) {

@@ -4,6 +4,13 @@
 //! Converts DLedger's `i64` (`-1` = none) to the store's newtypes. Keeps `(index, end_pos)`
 //! of entries appended but not yet known durable in a ring (no allocation once it has grown),
 //! which also answers `end_pos_of` for recent entries without reading the data file.
+//!
+//! Also keeps the most recent entries (a contiguous run ending at the log end, bounded by
+//! [`RECENT_MAX_ENTRIES`] and [`RECENT_MAX_BYTES`]) with their bodies as shared `Bytes`: the
+//! leader's pushes to every follower read them from here instead of reading, CRC-checking and
+//! copying each entry out of the data file once per follower. Invariant: `recent` always
+//! equals the stored entries it covers (appends extend it, truncation cuts it, anything that
+//! would leave a gap clears it).
 
 use std::collections::VecDeque;
 
@@ -14,11 +21,20 @@ use crate::core::{Index, LogEntry, LogError, Pos, RaftLog, Term};
 use crate::store::{FollowerEntry, Store, StoreError, StoredEntry};
 use crate::types;
 
+/// Most entries kept in the recent-entries cache.
+const RECENT_MAX_ENTRIES: usize = 8192;
+/// Most body bytes kept in the recent-entries cache.
+const RECENT_MAX_BYTES: usize = 32 << 20;
+
 /// The store as the core sees it. Owned by the driver (through the `Node`).
 pub(crate) struct StoreLog {
     store: Option<Store>,
     /// Appended entries whose end position was not yet seen flushed, oldest first.
     unflushed: VecDeque<(Index, u64)>,
+    /// The latest entries, consecutive, the last one at the log end (module docs).
+    recent: VecDeque<LogEntry>,
+    /// Body bytes held by `recent`.
+    recent_bytes: usize,
     /// Leader-side body rewrite, see [`AppendHook`].
     append_hook: Option<AppendHook>,
 }
@@ -63,6 +79,8 @@ impl StoreLog {
         StoreLog {
             store: Some(store),
             unflushed: VecDeque::with_capacity(1024),
+            recent: VecDeque::with_capacity(1024),
+            recent_bytes: 0,
             append_hook: None,
         }
     }
@@ -108,6 +126,36 @@ impl StoreLog {
     fn note_append(&mut self, index: Index, end_pos: u64) {
         self.unflushed.push_back((index, end_pos));
     }
+
+    /// Remembers the entry just appended at the log end.
+    fn remember(&mut self, e: LogEntry) {
+        if self.recent.back().is_some_and(|b| b.index + 1 != e.index) {
+            self.recent.clear();
+            self.recent_bytes = 0;
+        }
+        self.recent_bytes += e.body.len();
+        self.recent.push_back(e);
+        while self.recent.len() > RECENT_MAX_ENTRIES || self.recent_bytes > RECENT_MAX_BYTES {
+            match self.recent.pop_front() {
+                Some(old) => self.recent_bytes -= old.body.len(),
+                None => break,
+            }
+        }
+    }
+
+    /// The cached entry `index`, if it is in the recent run and still retained.
+    fn cached(&self, index: Index) -> Option<&LogEntry> {
+        let first = self.recent.front()?.index;
+        if index < first || index < self.begin_index() {
+            return None;
+        }
+        self.recent.get(usize::try_from(index - first).ok()?)
+    }
+}
+
+/// Bytes an entry occupies in the data file.
+fn entry_bytes(e: &LogEntry) -> u64 {
+    e.body.len() as u64 + crate::core::messages::ENTRY_HEADER_BYTES as u64
 }
 
 impl RaftLog for StoreLog {
@@ -128,6 +176,9 @@ impl RaftLog for StoreLog {
     }
 
     fn term_at(&self, index: Index) -> Option<Term> {
+        if let Some(e) = self.cached(index) {
+            return Some(e.term);
+        }
         let i = to_u64(index)?;
         self.store()
             .term_at(types::Index(i))
@@ -141,6 +192,21 @@ impl RaftLog for StoreLog {
         max_count: usize,
         max_bytes: usize,
     ) -> Result<Vec<LogEntry>, LogError> {
+        if let (Some(_), Some(first)) = (self.cached(from), self.recent.front()) {
+            // Same selection rule as the store's `get_range`: stop before the entry bytes
+            // would exceed `max_bytes`, but always return at least one entry.
+            let mut out = Vec::with_capacity(max_count.min(self.recent.len()).min(1024));
+            let mut bytes = 0u64;
+            let start = usize::try_from(from - first.index).unwrap_or(0);
+            for e in self.recent.iter().skip(start).take(max_count) {
+                bytes += entry_bytes(e);
+                if !out.is_empty() && bytes > max_bytes as u64 {
+                    break;
+                }
+                out.push(e.clone());
+            }
+            return Ok(out);
+        }
         let Some(i) = to_u64(from) else {
             return Err(LogError::OutOfRange {
                 index: from,
@@ -161,15 +227,37 @@ impl RaftLog for StoreLog {
             .store
             .as_mut()
             .expect("store is present until the driver exits");
-        let a = match &self.append_hook {
+        let (a, stored_body) = match &self.append_hook {
             Some(AppendHook(hook)) => {
-                store.append_leader_with(types::Term(t), &body, |pos, b| hook(pos.raw(), b))
+                let a = store
+                    .append_leader_with(types::Term(t), &body, |pos, b| hook(pos.raw(), b))
+                    .map_err(log_err)?;
+                // The hook rewrote the stored copy: cache what was stored, read back once.
+                let stored = store.get(a.index).ok().map(|e| e.body);
+                (a, stored)
             }
-            None => store.append_leader(types::Term(t), &body),
-        }
-        .map_err(log_err)?;
+            None => {
+                let a = store
+                    .append_leader(types::Term(t), &body)
+                    .map_err(log_err)?;
+                (a, Some(body))
+            }
+        };
         self.note_append(a.index.raw(), a.end_pos.0);
-        Ok((a.index.raw(), a.pos.raw()))
+        let (index, pos) = (a.index.raw(), a.pos.raw());
+        match stored_body {
+            Some(body) => self.remember(LogEntry {
+                index,
+                term,
+                pos,
+                body,
+            }),
+            None => {
+                self.recent.clear();
+                self.recent_bytes = 0;
+            }
+        }
+        Ok((index, pos))
     }
 
     fn append_follower(&mut self, entry: &LogEntry) -> Result<(), LogError> {
@@ -192,14 +280,25 @@ impl RaftLog for StoreLog {
             })
             .map_err(log_err)?;
         self.note_append(a.index.raw(), a.end_pos.0);
+        self.remember(entry.clone());
         Ok(())
     }
 
     fn truncate_after(&mut self, index: Index) -> Result<(), LogError> {
         let keep = to_u64(index).map(types::Index);
-        self.store_mut().truncate_after(keep).map_err(log_err)?;
+        if let Err(e) = self.store_mut().truncate_after(keep) {
+            // Whatever the store kept, the cache must not claim more: start it afresh.
+            self.recent.clear();
+            self.recent_bytes = 0;
+            return Err(log_err(e));
+        }
         while self.unflushed.back().is_some_and(|&(i, _)| i > index) {
             self.unflushed.pop_back();
+        }
+        while self.recent.back().is_some_and(|e| e.index > index) {
+            if let Some(e) = self.recent.pop_back() {
+                self.recent_bytes -= e.body.len();
+            }
         }
         Ok(())
     }
@@ -207,6 +306,9 @@ impl RaftLog for StoreLog {
     fn end_pos_of(&self, index: Index) -> Option<Pos> {
         if index < 0 {
             return None;
+        }
+        if let Some(e) = self.cached(index) {
+            return i64::try_from(entry_bytes(e)).ok().map(|n| e.pos + n);
         }
         if let Ok(k) = self.unflushed.binary_search_by_key(&index, |&(i, _)| i) {
             return self
@@ -298,5 +400,89 @@ mod tests {
         assert_eq!(l.flushed_through(10_000), Some(1));
         assert_eq!(l.flushed_through(10_000), None);
         assert_eq!(l.end_pos_of(0), Some(48));
+    }
+
+    /// The recent-entries cache answers exactly what the store holds, through appends (with
+    /// and without an append hook), follower appends, truncations and cache eviction.
+    #[test]
+    fn cached_reads_match_the_store() {
+        let seed: u64 = std::env::var("STORE_LOG_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0x10c);
+        println!("store log seed {seed}");
+        let mut x = seed | 1;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let cfg = LedgerConfig {
+            data_segment_bytes: 1 << 20,
+            index_segment_bytes: 32 * 4096,
+            ..LedgerConfig::default()
+        };
+        for hooked in [false, true] {
+            let store = Store::open_in_memory(&MemDisk::default(), &cfg).unwrap();
+            let hook = hooked.then(|| {
+                AppendHook(std::sync::Arc::new(|pos: i64, b: &mut [u8]| {
+                    if let Some(first) = b.first_mut() {
+                        *first = pos as u8;
+                    }
+                }))
+            });
+            let mut l = StoreLog::new(store).with_append_hook(hook);
+            let mut term = 1;
+            for step in 0..3_000u32 {
+                match next() % 10 {
+                    0 if l.end_index() > 0 => {
+                        let keep = l.end_index() - (next() % 5) as i64;
+                        l.truncate_after(keep.max(-1)).unwrap();
+                        term += 1;
+                    }
+                    1 => {
+                        let e = LogEntry {
+                            index: l.end_index() + 1,
+                            term,
+                            pos: l.end_pos_of(l.end_index()).unwrap_or(0),
+                            body: Bytes::from(vec![step as u8; (next() % 300) as usize]),
+                        };
+                        l.append_follower(&e).unwrap();
+                    }
+                    _ => {
+                        let body = Bytes::from(vec![step as u8; 1 + (next() % 300) as usize]);
+                        l.append_leader(term, body).unwrap();
+                    }
+                }
+                if step % 7 == 0 {
+                    // Make old entries fall out of the cache sometimes.
+                    while l.recent.len() > 50 {
+                        let e = l.recent.pop_front().unwrap();
+                        l.recent_bytes -= e.body.len();
+                    }
+                }
+                let (begin, end) = (l.begin_index(), l.end_index());
+                if end < begin {
+                    continue;
+                }
+                let from = begin + (next() % (end - begin + 1) as u64) as i64;
+                let (count, bytes) = (1 + (next() % 40) as usize, (next() % 5_000) as usize);
+                let got = l.entries(from, count, bytes).unwrap();
+                let want: Vec<LogEntry> = l
+                    .store()
+                    .get_range(types::Index(from as u64), count, bytes as u64)
+                    .unwrap()
+                    .into_iter()
+                    .map(log_entry)
+                    .collect();
+                assert_eq!(got, want, "step {step} from {from}");
+                for e in &want {
+                    assert_eq!(l.term_at(e.index), Some(e.term));
+                    let stored = l.store().get(types::Index(e.index as u64)).unwrap();
+                    assert_eq!(l.end_pos_of(e.index), Some(stored.end_pos().raw()));
+                }
+            }
+        }
     }
 }

@@ -5,7 +5,8 @@
 //! (at most 1.5 s) on a LAN: heartbeats every 200 ms, lease 3 heartbeats, vote rounds after a
 //! random 300-600 ms (first round 0-300 ms), pre-vote on. Replication defaults differ from
 //! DLedger's for throughput: batch pushes on, up to 256 KiB / 1024 entries per push, 32
-//! pushes in flight per follower (see [`PUSH_WINDOW`]).
+//! pushes in flight per follower (see [`PUSH_WINDOW`]), of which only the first 2 may be
+//! partial batches (`CoreConfig::partial_push_inflight_max`).
 
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
