@@ -9,7 +9,7 @@
 //! [`crate::cluster::NameSrv`], the brokers here (they need kill -9, SIGSTOP and restarts).
 //!
 //! Timings: DLedger heartbeat 300 ms × 3 missed beats, votes 100–300 ms (the "fast profile"
-//! of MP-01), slave sync every 1 s.
+//! of MP-01), slave sync every 1 s. Small store files ([`SMALL_STORE_FILES`]).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -47,6 +47,11 @@ macro_rules! failover_bins {
         }
     };
 }
+
+/// Store file sizes of the test members: each member preallocates a data and an index file
+/// ahead, which at the defaults (1 GiB data, 160 MiB index) would write gigabytes per run.
+pub const SMALL_STORE_FILES: &str = "mappedFileSizeCommitLog=16777216\n\
+     mappedFileSizeConsumeQueue=600000\nmappedFileSizeForEntryIndex=2097152\n";
 
 /// A free loopback port whose port − 2 (VIP) is also free.
 pub fn free_port_pair() -> u16 {
@@ -137,7 +142,7 @@ impl Cluster {
                  {small}\
                  registerNameServerPeriod=10000\nslaveSyncIntervalMs=1000\nslaveSyncFirstDelayMs=500\n{extra}\n",
                 root.display(),
-                small = crate::cluster::SMALL_FILES,
+                small = SMALL_STORE_FILES,
             );
             std::fs::write(&conf, text).unwrap();
             members.push(Member {
