@@ -83,7 +83,12 @@ impl<L: RaftLog> Node<L> {
             return;
         }
         if pre {
-            self.start_real_vote();
+            // A pre-vote asked about `ms.term + 1` when it started; if the term moved since
+            // (we granted someone else's vote meanwhile), its grants are stale: starting a vote
+            // now would depose the member we just voted for.
+            if term == self.ms.term + 1 {
+                self.start_real_vote();
+            }
         } else if term == self.ms.term {
             self.become_leader();
         }
@@ -149,6 +154,11 @@ impl<L: RaftLog> Node<L> {
             }
         }
         if let Some(reject) = self.log_check(r) {
+            // Same term, our log is better and nobody leads it: campaign soon rather than
+            // wait a whole lease (a leader deposed by this candidate's higher term lands here).
+            if self.ms.role == Role::Follower && self.ms.leader.is_none() {
+                self.become_candidate();
+            }
             return reject;
         }
         match self.ms.voted_for.as_deref() {
@@ -156,6 +166,9 @@ impl<L: RaftLog> Node<L> {
                 if self.ms.leader.is_some() {
                     VoteResult::REJECT_ALREADY_HAS_LEADER
                 } else {
+                    if self.ms.role == Role::Candidate && v == self.cfg.self_id {
+                        self.break_split_vote(cand);
+                    }
                     VoteResult::REJECT_ALREADY_VOTED
                 }
             }
@@ -167,11 +180,28 @@ impl<L: RaftLog> Node<L> {
                 // Granting a vote restarts our patience with the (future) leader.
                 self.ms.last_leader_contact_ms = self.now_ms;
                 if self.ms.role == Role::Candidate {
+                    self.election.round = None; // our own round is moot now
                     self.election.next_round_ms = self.now_ms + self.round_delay();
                 }
                 VoteResult::ACCEPT
             }
         }
+    }
+
+    /// A split vote: `rival` campaigns in the term we voted for ourselves in, so neither of
+    /// us wins it. Instead of both retrying after a random 150-450 ms (and possibly splitting
+    /// again), the member listed first retries soon (`minVoteIntervalMs / 2` to
+    /// `minVoteIntervalMs`) and the other waits at least `maxVoteIntervalMs`, by which time
+    /// the first has won (its pre-vote and vote reach the waiting member, which grants them).
+    /// Timing only: the vote rules are unchanged.
+    fn break_split_vote(&mut self, rival: usize) {
+        let (lo, hi) = (self.cfg.min_vote_interval_ms, self.cfg.max_vote_interval_ms);
+        let delay = if self.me < rival {
+            self.random_between(lo / 2, lo)
+        } else {
+            hi + self.random_between(0, lo / 2)
+        };
+        self.election.next_round_ms = self.now_ms + delay;
     }
 
     /// R2: compare the candidate's last entry term, then its last index, with ours.

@@ -989,3 +989,81 @@ fn proposals_of_one_batch_share_a_push_and_partial_batches_wait_for_a_response()
         vec![("n1", 5, 2)]
     );
 }
+
+/// Puts `me` (of 3) into a real-vote round for term 1 (it voted for itself).
+fn real_vote_candidate(me: &str) -> Node<MemLog> {
+    let mut n = node(me, 3);
+    n.tick(1_000);
+    let c = calls(&drain(&mut n));
+    n.handle(
+        1_001,
+        Input::Reply {
+            call: c[0].1,
+            result: Ok(accept(&c[0].0, 0)),
+        },
+    );
+    drain(&mut n);
+    assert_eq!((n.role(), n.term()), (Role::Candidate, 1));
+    n
+}
+
+#[test]
+fn a_split_vote_is_broken_by_member_order() {
+    // n0 and n1 both voted for themselves in term 1: n0 (listed first) retries soon...
+    let mut n = real_vote_candidate("n0");
+    n.handle(
+        1_002,
+        Input::Request {
+            id: 9,
+            req: vote_req("n1", "n0", 1, -1, -1, false),
+        },
+    );
+    let a = drain(&mut n);
+    assert_eq!(
+        vote_result(a.last().unwrap()),
+        (VoteResult::REJECT_ALREADY_VOTED, 1)
+    );
+    let wait = n.election.next_round_ms - 1_002;
+    assert!(
+        (75..150).contains(&wait),
+        "first-listed retries in {wait} ms"
+    );
+    // ...while n2, split against n1 (listed before it), waits at least maxVoteIntervalMs.
+    let mut n = real_vote_candidate("n2");
+    n.handle(
+        1_002,
+        Input::Request {
+            id: 9,
+            req: vote_req("n1", "n2", 1, -1, -1, false),
+        },
+    );
+    drain(&mut n);
+    let wait = n.election.next_round_ms - 1_002;
+    assert!((450..525).contains(&wait), "later-listed waits {wait} ms");
+}
+
+#[test]
+fn a_pre_vote_granted_after_we_voted_for_someone_else_starts_no_vote() {
+    let mut n = node("n0", 3);
+    n.tick(1_000);
+    let c = calls(&drain(&mut n)); // pre-vote for term 1
+    n.handle(
+        1_001,
+        Input::Request {
+            id: 9,
+            req: vote_req("n1", "n0", 1, -1, -1, false),
+        },
+    );
+    let a = drain(&mut n);
+    assert_eq!(vote_result(a.last().unwrap()), (VoteResult::ACCEPT, 1));
+    // The stale pre-vote grant arrives: starting a term-2 vote would depose n1.
+    n.handle(
+        1_002,
+        Input::Reply {
+            call: c[0].1,
+            result: Ok(accept("n1", 0)),
+        },
+    );
+    assert_eq!(drain(&mut n), vec![]);
+    assert_eq!(n.term(), 1);
+}
