@@ -2,6 +2,17 @@
 //! (1 KiB bodies, 64 concurrent senders), with the raw `Ledger::propose` rate of an
 //! in-process 3-node group measured in the same run as the baseline.
 //!
+//! Same shape on both sides: 3 members, the same flush mode (the defaults: ASYNC_FLUSH),
+//! 64 concurrent writers, 64 MiB data segments, and ledger entries exactly as large as the
+//! records the broker stores for the benchmark's messages (encoded with the broker's own
+//! record encoder). The ledger is measured before and after the broker phase and the ratio
+//! uses the mean, so load from other processes on the machine affects both sides alike.
+//! CPU time per message (from /proc) is printed for both sides: it does not depend on how
+//! much of the machine the run got.
+//!
+//! The load generator builds each sender's request once and clones it per send, so the
+//! client spends as little CPU as it can on the cores it shares with the brokers.
+//!
 //! usage: broker_bench [SECONDS]   (default 5 per phase)
 //! Uses `it-mqbroker` / `it-mqnamesrv` next to this executable (`cargo build -p tests --bins`).
 
@@ -17,6 +28,91 @@ use tests::cluster::{free_port, Bins, Group, NameSrv};
 
 const SENDERS: usize = 64;
 const BODY: usize = 1024;
+const TOPIC: &str = "BenchTopic";
+/// The properties every benchmark message carries.
+const PROPERTIES: &str = "TAGS\u{1}bench\u{2}";
+/// Linux `USER_HZ` (the unit of utime/stime in /proc/<pid>/stat).
+const CLOCK_TICKS_PER_SEC: f64 = 100.0;
+
+/// A ledger entry as large as the record the broker stores for one benchmark message: the
+/// same body, topic and properties plus the properties the broker adds (UNIQ_KEY, CLUSTER).
+fn stored_record_like_broker() -> anyhow::Result<Bytes> {
+    use broker::message::record::{encode_record, MagicPolicy, MessageLimits, RecordFields};
+    let host: SocketAddr = "127.0.0.1:10911".parse()?;
+    let props = format!(
+        "{PROPERTIES}UNIQ_KEY\u{1}{}\u{2}CLUSTER\u{1}RaftCluster\u{2}",
+        "0".repeat(32)
+    );
+    let body = vec![b'x'; BODY];
+    let f = RecordFields {
+        queue_id: 0,
+        flag: 0,
+        queue_offset: 0,
+        physical_offset: 0,
+        sys_flag: 0,
+        born_timestamp: 1,
+        born_host: host,
+        store_timestamp: 2,
+        store_host: host,
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body: &body,
+        topic: TOPIC,
+        properties: props.as_bytes(),
+    };
+    let mut b = bytes::BytesMut::new();
+    encode_record(&f, &MessageLimits::default(), MagicPolicy::Auto, &mut b)?;
+    Ok(b.freeze())
+}
+
+/// utime + stime of a process, in seconds (0 if it cannot be read).
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / CLOCK_TICKS_PER_SEC
+}
+
+/// Children of this process whose command is `it-mqbroker`.
+fn broker_children() -> Vec<u32> {
+    let me = std::process::id().to_string();
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
+        let comm = stat.find('(').map_or("", |i| &stat[i + 1..close]);
+        let ppid = stat[close + 2..].split_whitespace().nth(1).unwrap_or("");
+        if ppid == me && comm.starts_with("it-mqbroker") {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Result of one measured phase.
+struct Phase {
+    rate: f64,
+    /// CPU seconds per message of the serving side (ledger members, or broker processes).
+    cpu_per_msg: f64,
+    /// CPU seconds per message of the load generator (broker phase only).
+    client_cpu_per_msg: f64,
+}
 
 fn percentile(v: &mut [u64], p: f64) -> u64 {
     if v.is_empty() {
@@ -27,7 +123,14 @@ fn percentile(v: &mut [u64], p: f64) -> u64 {
     v[i]
 }
 
-async fn ledger_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<f64> {
+fn current_leader(ledgers: &[Ledger]) -> Option<Ledger> {
+    ledgers
+        .iter()
+        .find(|l| l.role().borrow().role == LedgerRole::Leader)
+        .cloned()
+}
+
+async fn ledger_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<Phase> {
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let peers: Vec<(String, SocketAddr)> = ports
         .iter()
@@ -45,46 +148,61 @@ async fn ledger_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<f64> {
         o.store.data_segment_bytes = 64 << 20;
         ledgers.push(Ledger::start(o).await?);
     }
+    let ledgers = Arc::new(ledgers);
     let deadline = Instant::now() + Duration::from_secs(30);
     let leader = loop {
-        if let Some(l) = ledgers
-            .iter()
-            .find(|l| l.role().borrow().role == LedgerRole::Leader)
-        {
-            break l.clone();
+        if let Some(l) = current_leader(&ledgers) {
+            break l;
         }
         anyhow::ensure!(Instant::now() < deadline, "no ledger leader");
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    let body = Bytes::from(vec![b'x'; BODY + 150]);
+    let body = stored_record_like_broker()?;
     let done = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for _ in 0..SENDERS {
-        let (l, b, d, s) = (leader.clone(), body.clone(), done.clone(), stop.clone());
+        let (mut l, b, d, s) = (leader.clone(), body.clone(), done.clone(), stop.clone());
+        let all = Arc::clone(&ledgers);
         tasks.push(tokio::spawn(async move {
             while !s.load(Ordering::Relaxed) {
                 if l.propose(b.clone()).await.is_ok() {
                     d.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    // Refused at once (leadership moved on a loaded machine): pause instead
+                    // of spinning without yielding, and follow the new leader.
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    if let Some(n) = current_leader(&all) {
+                        l = n;
+                    }
                 }
             }
         }));
     }
+    // Same warm-up as the broker phase.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let n0 = done.load(Ordering::Relaxed);
+    let cpu0 = cpu_seconds(std::process::id());
     let t0 = Instant::now();
     tokio::time::sleep(Duration::from_secs(secs)).await;
-    stop.store(true, Ordering::Relaxed);
-    let n = done.load(Ordering::Relaxed);
+    let n = done.load(Ordering::Relaxed) - n0;
+    let cpu = cpu_seconds(std::process::id()) - cpu0;
     let el = t0.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
     for t in tasks {
         let _ = t.await;
     }
-    for l in &ledgers {
+    for l in ledgers.iter() {
         l.shutdown().await;
     }
-    Ok(n as f64 / el)
+    Ok(Phase {
+        rate: n as f64 / el,
+        cpu_per_msg: cpu / (n.max(1) as f64),
+        client_cpu_per_msg: 0.0,
+    })
 }
 
-async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(f64, Vec<u64>)> {
+async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase, Vec<u64>)> {
     let exe = std::env::current_exe()?;
     let bin_dir = exe.parent().ok_or_else(|| anyhow::anyhow!("no exe dir"))?;
     let bins = Bins {
@@ -94,66 +212,135 @@ async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(f64, V
     let ns = NameSrv::start(&bins, dir);
     let _g = Group::start(&bins, "BenchNode", ns.addr, dir, 3, "");
     let c = Client::new(ns.addr);
-    let tbw = c.wait_masters("TBW102", 1, Duration::from_secs(60)).await;
-    c.create_topic(tbw[0].addr, "BenchTopic", 8).await?;
-    let queues: Arc<Vec<Queue>> = Arc::new(
-        c.wait_masters("BenchTopic", 1, Duration::from_secs(60))
-            .await,
-    );
     let body = vec![b'x'; BODY];
-    // Warm up connections and routes.
-    c.send_retrying(
-        &queues[0],
-        Client::send_request("BenchTopic", queues[0].queue_id, &body, ""),
-    )
-    .await?;
+    // Create the topic and warm up connections and routes. On a loaded machine the first
+    // leader may lose its term meanwhile: then the route is resolved again.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let queues: Arc<Vec<Queue>> = loop {
+        let tbw = c.wait_masters("TBW102", 1, Duration::from_secs(60)).await;
+        let warm_up = async {
+            c.create_topic(tbw[0].addr, TOPIC, 8).await?;
+            let qs = c.wait_masters(TOPIC, 1, Duration::from_secs(60)).await;
+            c.send_retrying(
+                &qs[0],
+                Client::send_request(TOPIC, qs[0].queue_id, &body, ""),
+            )
+            .await?;
+            anyhow::Ok(qs)
+        };
+        match warm_up.await {
+            Ok(qs) => break Arc::new(qs),
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("warm-up failed ({e}); resolving the master again");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    let brokers = broker_children();
     let stop = Arc::new(AtomicBool::new(false));
+    let measuring = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for w in 0..SENDERS {
-        let (c, qs, s, b) = (c.clone(), queues.clone(), stop.clone(), body.clone());
+        let (c, qs, s, m) = (c.clone(), queues.clone(), stop.clone(), measuring.clone());
+        // Sender `w` cycles over the queues as before; its requests are built once.
+        let reqs: Vec<_> = (0..qs.len())
+            .map(|k| {
+                let q = &qs[(w + k * SENDERS) % qs.len()];
+                (
+                    q.addr,
+                    Client::send_request(TOPIC, q.queue_id, &body, PROPERTIES),
+                )
+            })
+            .collect();
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::new();
-            let mut i = w;
+            let mut i = 0usize;
             while !s.load(Ordering::Relaxed) {
-                let q = &qs[i % qs.len()];
-                let req = Client::send_request("BenchTopic", q.queue_id, &b, "TAGS\u{1}bench\u{2}");
+                let (addr, req) = &reqs[i % reqs.len()];
                 let t = Instant::now();
-                if let Ok(r) = c.call(q.addr, req).await {
-                    if r.response_code() == remoting::ResponseCode::SUCCESS {
+                if let Ok(r) = c.call(*addr, req.clone()).await {
+                    if r.response_code() == remoting::ResponseCode::SUCCESS
+                        && m.load(Ordering::Relaxed)
+                    {
                         lat.push(t.elapsed().as_micros() as u64);
                     }
                 }
-                i += SENDERS;
+                i += 1;
             }
             lat
         }));
     }
+    // Let every sender get going before measuring.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cpu = || -> (f64, f64) {
+        (
+            brokers.iter().map(|p| cpu_seconds(*p)).sum(),
+            cpu_seconds(std::process::id()),
+        )
+    };
+    measuring.store(true, Ordering::Relaxed);
+    let (b0, c0) = cpu();
     let t0 = Instant::now();
     tokio::time::sleep(Duration::from_secs(secs)).await;
-    stop.store(true, Ordering::Relaxed);
+    measuring.store(false, Ordering::Relaxed);
+    let (b1, c1) = cpu();
     let el = t0.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
     let mut lat = Vec::new();
     for t in tasks {
         lat.extend(t.await?);
     }
-    Ok((lat.len() as f64 / el, lat))
+    let n = lat.len().max(1) as f64;
+    Ok((
+        Phase {
+            rate: lat.len() as f64 / el,
+            cpu_per_msg: (b1 - b0) / n,
+            client_cpu_per_msg: (c1 - c0) / n,
+        },
+        lat,
+    ))
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let secs: u64 = std::env::args().nth(1).map_or(Ok(5), |s| s.parse())?;
     let dir = tempfile::tempdir()?;
-    let raw = ledger_rate(secs, dir.path()).await?;
-    println!("raw ledger propose: {raw:.0} entries/s ({SENDERS} proposers, {} B bodies, 3 members in-process)", BODY + 150);
-    let (rate, mut lat) = broker_rate(secs, dir.path()).await?;
+    for sub in ["ledger-before", "broker", "ledger-after"] {
+        std::fs::create_dir_all(dir.path().join(sub))?;
+    }
+    let entry = stored_record_like_broker()?.len();
+    let us = |s: f64| s * 1e6;
+    let before = ledger_rate(secs, &dir.path().join("ledger-before")).await?;
+    println!(
+        "raw ledger propose (before): {:.0} entries/s ({SENDERS} proposers, {entry} B entries, 3 members in-process); CPU {:.1} us/entry",
+        before.rate,
+        us(before.cpu_per_msg)
+    );
+    let (b, mut lat) = broker_rate(secs, &dir.path().join("broker")).await?;
     let (p50, p99, p999) = (
         percentile(&mut lat, 0.5),
         percentile(&mut lat, 0.99),
         percentile(&mut lat, 0.999),
     );
     println!(
-        "broker send: {rate:.0} msg/s ({SENDERS} senders, {BODY} B bodies, 3 broker processes); latency p50 {p50} us, p99 {p99} us, p99.9 {p999} us"
+        "broker send: {:.0} msg/s ({SENDERS} senders, {BODY} B bodies, 3 broker processes); latency p50 {p50} us, p99 {p99} us, p99.9 {p999} us; CPU {:.1} us/msg in the brokers (+{:.1} us/msg in the load generator)",
+        b.rate,
+        us(b.cpu_per_msg),
+        us(b.client_cpu_per_msg)
     );
-    println!("ratio broker/ledger = {:.2} (goal >= 0.70)", rate / raw);
+    let after = ledger_rate(secs, &dir.path().join("ledger-after")).await?;
+    println!(
+        "raw ledger propose (after): {:.0} entries/s; CPU {:.1} us/entry",
+        after.rate,
+        us(after.cpu_per_msg)
+    );
+    let raw = (before.rate + after.rate) / 2.0;
+    let raw_cpu = (before.cpu_per_msg + after.cpu_per_msg) / 2.0;
+    println!(
+        "ratio broker/ledger = {:.2} (goal >= 0.70; against the mean ledger rate {raw:.0}/s); CPU per message ledger/broker = {:.2}",
+        b.rate / raw,
+        raw_cpu / b.cpu_per_msg.max(f64::MIN_POSITIVE)
+    );
     Ok(())
 }
