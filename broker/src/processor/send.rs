@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use remoting::headers::{ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader};
-use remoting::{ConnectionHandle, RemotingCommand};
+use remoting::{ConnectionHandle, ExtFields, RemotingCommand};
 
 use crate::context::{now_ms, BrokerContext, ServingRole};
 use crate::error::BrokerError;
@@ -175,23 +175,31 @@ fn rewrite(
 
 fn success_response(
     ctx: &BrokerContext,
-    msg_id: String,
+    msg_id: &str,
     queue_id: i32,
     r: &PutResult,
     uniq: Option<&str>,
 ) -> RemotingCommand {
-    let mut resp = RemotingCommand::success()
-        .with_ext_field("msgId", msg_id)
-        .with_ext_field("queueId", queue_id.to_string())
-        .with_ext_field("queueOffset", r.first_queue_offset.to_string())
-        .with_ext_field(keys::MSG_REGION, ctx.config.region_id.clone())
-        .with_ext_field(
-            keys::TRACE_SWITCH,
-            if ctx.config.trace_on { "true" } else { "false" },
-        );
+    use std::fmt::Write as _;
+    let region = ctx.config.region_id.as_str();
+    let trace = if ctx.config.trace_on { "true" } else { "false" };
+    // Sized once and filled by reference: no per-field String.
+    let mut numbers = String::with_capacity(32);
+    let _ = write!(numbers, "{queue_id}");
+    let queue_id_end = numbers.len();
+    let _ = write!(numbers, "{}", r.first_queue_offset);
+    let text = msg_id.len() + numbers.len() + region.len() + uniq.map_or(0, str::len) + 96;
+    let mut fields = ExtFields::with_capacity(6, text);
+    fields.set("msgId", msg_id);
+    fields.set("queueId", &numbers[..queue_id_end]);
+    fields.set("queueOffset", &numbers[queue_id_end..]);
+    fields.set(keys::MSG_REGION, region);
+    fields.set(keys::TRACE_SWITCH, trace);
     if let Some(u) = uniq {
-        resp = resp.with_ext_field("transactionId", u);
+        fields.set("transactionId", u);
     }
+    let mut resp = RemotingCommand::success();
+    *resp.ext_fields_mut() = fields;
     resp
 }
 
@@ -342,7 +350,7 @@ pub async fn send(
         let uniq = uniqs.join(",");
         return Ok(success_response(
             &ctx,
-            ids.join(","),
+            &ids.join(","),
             queue_id,
             &r,
             Some(&uniq),
@@ -402,7 +410,7 @@ pub async fn send(
     let phys = r.positions.first().map_or(0, |p| p.physical_offset());
     Ok(success_response(
         &ctx,
-        offset_msg_id(store_host, phys),
+        &offset_msg_id(store_host, phys),
         queue_id,
         &r,
         uniq.as_deref(),
