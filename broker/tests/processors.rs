@@ -71,6 +71,32 @@ async fn send_then_pull_returns_stored_records_with_offsets_and_ids() {
 }
 
 #[tokio::test]
+async fn a_client_cannot_write_the_schedule_delivery_marker() {
+    use broker::store::delay_offsets::SCHEDULE_ORIGIN_PROPERTY;
+    let h = Harness::start().await;
+    h.wait_master().await;
+    // Canonical (fast path) and non-canonical (general path) property strings.
+    let canonical = props(&[(keys::TAGS, "TagA"), (SCHEDULE_ORIGIN_PROPERTY, "3:0:48")]);
+    let loose = format!(
+        "{SCHEDULE_ORIGIN_PROPERTY}\u{1}3:0:48\u{2}{}\u{1}TagA",
+        keys::TAGS
+    );
+    for p in [&canonical, &loose] {
+        let r = h.call(send_v2("TopicForge", 0, b"x", p)).await;
+        assert_eq!(code(&r), ResponseCode::SUCCESS, "{:?}", r.remark());
+    }
+    let r = h.call(pull("CG", "TopicForge", 0, 0, 0)).await;
+    assert_eq!(code(&r), ResponseCode::SUCCESS);
+    let recs = records(&r);
+    assert_eq!(recs.len(), 2);
+    for m in &recs {
+        assert_eq!(m.property(SCHEDULE_ORIGIN_PROPERTY), None);
+        assert_eq!(m.property(keys::TAGS), Some(&b"TagA"[..]));
+    }
+    h.shutdown().await;
+}
+
+#[tokio::test]
 async fn batches_by_320_and_by_310_with_the_batch_flag() {
     let h = Harness::start().await;
     h.wait_master().await;

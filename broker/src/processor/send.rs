@@ -19,6 +19,7 @@ use crate::message::record::{encode_record, CrcCheck, MagicPolicy, RecordFields,
 use crate::message::{
     decode_batch, find_property, offset_msg_id, sysflag, topic as names, MessageProperties,
 };
+use crate::store::delay_offsets::SCHEDULE_ORIGIN_PROPERTY;
 use crate::store::message_store::PutResult;
 use crate::store::topics::perm;
 use crate::store::TopicConfig;
@@ -222,6 +223,7 @@ fn plain_send_properties(
         || find_property(client, keys::DELAY_TIME_LEVEL).is_some()
         || find_property(client, keys::TRANSACTION_PREPARED).is_some()
         || find_property(client, keys::CLUSTER).is_some()
+        || find_property(client, SCHEDULE_ORIGIN_PROPERTY).is_some()
     {
         return None;
     }
@@ -302,6 +304,8 @@ pub async fn send(
                     "batch transactional message is not supported".into(),
                 ));
             }
+            // Only the schedule service may write the delivery marker (see delay_offsets).
+            props.remove(SCHEDULE_ORIGIN_PROPERTY);
             if props.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).is_none() {
                 props.insert(
                     keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -371,6 +375,8 @@ pub async fn send(
         None => {
             let mut props =
                 MessageProperties::parse(h.properties.as_deref().unwrap_or_default().as_bytes())?;
+            // Only the schedule service may write the delivery marker (see delay_offsets).
+            props.remove(SCHEDULE_ORIGIN_PROPERTY);
             let t = rewrite(&ctx, &h, queue_id, &mut props)?;
             if props.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).is_none() {
                 props.insert(
