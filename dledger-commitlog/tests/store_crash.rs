@@ -1,4 +1,4 @@
-//! Goal: crash consistency of the storage (RELIABILITY.md §6(c) CC-01..07, CC-10, CC-12).
+//! Goal: crash consistency of the storage (RELIABILITY.md §6(c) CC-01..08, CC-10, CC-12).
 //! Method: build a reference log, damage copies of its files the way crashes, bit rot and
 //! operators do, reopen, and check what recovery kept, repaired or refused. Most sweeps run on
 //! the in-memory disk (same recovery code); samples run on real files. Random choices print
@@ -11,7 +11,9 @@ mod store_common;
 use std::sync::Arc;
 
 use dledger_commitlog::format::index::INDEX_ENTRY_BYTES;
-use dledger_commitlog::store::{CrashMode, FaultPoint, Faults, MemDisk, Store, StoreError};
+use dledger_commitlog::store::{
+    CrashMode, FaultPoint, Faults, MemDisk, Store, StoreError, CURRTERM_FILE,
+};
 use dledger_commitlog::{Index, LedgerConfig, Term};
 use store_common::*;
 
@@ -473,6 +475,68 @@ fn cc12_truncation_guard() {
         other => panic!("{other:?}"),
     }
     assert_eq!(b.digest(), digest);
+}
+
+/// CC-08: a power loss at any step of the `currterm` write sequence (tmp written in part or
+/// whole, renamed or not) leaves the old or the new term and vote, never a mix, and a later
+/// save still works; an empty or unreadable `currterm` is refused by name and left untouched.
+#[test]
+fn cc08_currterm_write_steps_and_unreadable_file() {
+    let b = Backend::fs();
+    let root = b.root().unwrap().to_path_buf();
+    let cur = root.join(CURRTERM_FILE);
+    let tmp = root.join(format!("{CURRTERM_FILE}.tmp"));
+    let mut s = b.open(&small_cfg()).unwrap();
+    fill(&mut s, 3);
+    s.save_hard_state(Term(4), Some("n1")).unwrap();
+    s.close().unwrap();
+    let state = |s: &Store| (s.hard_state().term, s.hard_state().voted_for.clone());
+    let old = (Term(4), Some("n1".to_string()));
+    let new_text = b"currTerm=5\nvoteLeader=n2\n".to_vec();
+    // Crash before the rename: any prefix of the new text in the tmp file; the old state rules.
+    for cut in 0..=new_text.len() {
+        std::fs::write(&tmp, &new_text[..cut]).unwrap();
+        let s = b.open(&small_cfg()).unwrap();
+        assert_eq!(state(&s), old, "tmp cut at {cut}");
+        assert_eq!(s.end_index(), Some(Index(2)));
+        s.close().unwrap();
+    }
+    // Crash after the rename: the new state.
+    std::fs::rename(&tmp, &cur).unwrap();
+    let mut s = b.open(&small_cfg()).unwrap();
+    assert_eq!(state(&s), (Term(5), Some("n2".to_string())));
+    // A stale tmp left by an earlier crash does not disturb the next save.
+    std::fs::write(&tmp, b"currTerm=9").unwrap();
+    s.save_hard_state(Term(6), None).unwrap();
+    s.close().unwrap();
+    assert!(!tmp.exists());
+    let s = b.open(&small_cfg()).unwrap();
+    assert_eq!(state(&s), (Term(6), None));
+    s.close().unwrap();
+    // Unreadable in place (empty, no term, bad term, not text): refuse, name it, touch nothing.
+    for bad in [
+        &b""[..],
+        b"voteLeader=n1\n",
+        b"currTerm=\nvoteLeader=n1\n",
+        b"currTerm=x5\n",
+        b"\xff\xfe\x00currTerm=5\n",
+    ] {
+        std::fs::write(&cur, bad).unwrap();
+        let before = b.digest();
+        match b.open(&small_cfg()) {
+            Err(e @ StoreError::BadStateFile { .. }) => {
+                assert!(e.to_string().contains(CURRTERM_FILE), "{e}")
+            }
+            Err(e) => panic!("{bad:?}: wrong error {e}"),
+            Ok(_) => panic!("{bad:?}: opened with an unreadable currterm"),
+        }
+        assert_eq!(
+            b.digest(),
+            before,
+            "{bad:?}: files changed by a refused open"
+        );
+        assert_eq!(std::fs::read(&cur).unwrap(), bad);
+    }
 }
 
 fn open_with(b: &Backend, faults: &Arc<Faults>, cfg: &LedgerConfig) -> Store {
