@@ -122,6 +122,7 @@ impl Drop for Preallocator {
 }
 
 fn run(sh: &Shared) {
+    populate_last_files(sh);
     loop {
         let (kind, start) = {
             let mut q = sh.prealloc.lock();
@@ -215,6 +216,24 @@ fn create_one(sh: &Shared, kind: Kind, start: u64) {
         }
         Err(e) => {
             tracing::warn!(?kind, start, error = %e, "preallocating the next file failed; the writer will retry")
+        }
+    }
+}
+
+/// At open, the last data and index files were populated by an earlier process, if at all:
+/// this one's page tables are new, so the unwritten rest is populated again before the
+/// writer reaches it (bulk populate only; it never changes file contents).
+fn populate_last_files(sh: &Shared) {
+    let index = sh.index.read().last().cloned();
+    if let Some(seg) = index {
+        if bulk_supported(&seg) {
+            let _ = seg.populate_bulk(0, seg.len());
+        }
+    }
+    let data = sh.data.read().last().cloned();
+    if let Some(seg) = data {
+        if bulk_supported(&seg) {
+            populate_ahead_of_writer(sh, &seg);
         }
     }
 }
