@@ -91,6 +91,7 @@ fn peer(id: &str, port: u16, match_index: i64, lag: i64) -> PeerStatus {
         match_index,
         lag,
         alive: true,
+        needs_reinstall: false,
     }
 }
 

@@ -196,6 +196,12 @@ pub fn dledger_runtime_keys(log: &dyn ReplicatedLog) -> Vec<(String, String)> {
                     p.match_index.to_string(),
                 );
                 kv(&format!("dledgerPeerLag_{}", p.id), p.lag.to_string());
+                if p.needs_reinstall {
+                    kv(
+                        &format!("dledgerPeerNeedsReinstall_{}", p.id),
+                        "true".into(),
+                    );
+                }
             }
         }
         None => {

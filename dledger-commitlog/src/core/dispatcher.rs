@@ -22,6 +22,10 @@ use super::node::{CallCtx, CallFailure, Node};
 /// Resends of the lowest push before falling back to COMPARE.
 const MAX_RESENDS: u32 = 3;
 
+/// A follower that needs entries this leader has deleted is re-COMPAREd only every this many
+/// heartbeat intervals (it may have been reinstalled meanwhile), not in a tight loop.
+const REINSTALL_RECHECK_HEARTBEATS: u64 = 10;
+
 /// One push in flight.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Inflight {
@@ -61,6 +65,10 @@ pub(crate) struct PeerDispatch {
     pub epoch: u64,
     pub state: DispatchState,
     pub last_commit_sent: Index,
+    /// The follower's next entry is below this leader's begin index (deleted by retention):
+    /// no push can repair it; an operator must reinstall it from a healthy member (R11,
+    /// SIM-09). Cleared once a COMPARE or TRUNCATE succeeds.
+    pub needs_reinstall: bool,
 }
 
 impl PeerDispatch {
@@ -77,6 +85,7 @@ impl PeerDispatch {
                 retry_ms: 0,
             },
             last_commit_sent: -1,
+            needs_reinstall: false,
         }
     }
 }
@@ -144,6 +153,7 @@ impl<L: RaftLog> Node<L> {
         if let Some(d) = self.dispatch(peer) {
             d.match_index = matched;
             d.last_commit_sent = -1;
+            d.needs_reinstall = false;
         }
     }
 
@@ -408,6 +418,21 @@ impl<L: RaftLog> Node<L> {
         }
     }
 
+    fn mark_needs_reinstall(&mut self, peer: usize, follower_end: Index, leader_begin: Index) {
+        let id = self.cfg.peers[peer].clone();
+        let Some(d) = self.dispatch(peer) else { return };
+        if !d.needs_reinstall {
+            d.needs_reinstall = true;
+            tracing::error!(
+                peer = %id,
+                follower_end,
+                leader_begin,
+                "follower needs entries this leader has already deleted: reinstall its store \
+                 from a healthy member (re-checked every {REINSTALL_RECHECK_HEARTBEATS} heartbeats)"
+            );
+        }
+    }
+
     fn on_compare_response(
         &mut self,
         peer: usize,
@@ -424,6 +449,11 @@ impl<L: RaftLog> Node<L> {
                 } else {
                     self.enter_compare(peer, None, self.backoff_ms());
                 }
+            }
+            Ok(p) if p.code == DLedgerCode::INCONSISTENT_STATE && p.end_index + 1 < lb => {
+                self.mark_needs_reinstall(peer, p.end_index, lb);
+                let recheck = self.cfg.heartbeat_interval_ms * REINSTALL_RECHECK_HEARTBEATS;
+                self.enter_compare(peer, None, self.now_ms + recheck);
             }
             Ok(p) if p.code == DLedgerCode::INCONSISTENT_STATE => {
                 let (fb, fe) = (p.begin_index, p.end_index);

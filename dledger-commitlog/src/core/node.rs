@@ -300,6 +300,17 @@ impl<L: RaftLog> Node<L> {
         })
     }
 
+    /// Whether this leader found that `peer` needs entries it has deleted (see
+    /// `PeerDispatch::needs_reinstall`).
+    pub fn needs_reinstall(&self, peer: &str) -> bool {
+        let Some(i) = self.peer_index(peer) else {
+            return false;
+        };
+        self.leader
+            .as_ref()
+            .is_some_and(|l| i != self.me && l.peers[i].needs_reinstall)
+    }
+
     /// Next queued action.
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()

@@ -715,6 +715,102 @@ fn inconsistent_state_sends_the_dispatcher_back_to_compare() {
     assert_eq!((p.push_type, p.first_index()), (PushType::COMPARE, 1));
 }
 
+/// SIM-09 / R11: a follower whose next entry this leader has deleted cannot be repaired by
+/// pushes: it is marked as needing a reinstall and re-COMPAREd only every 10 heartbeats (no
+/// TRUNCATE loop); once it answers from a usable end (reinstalled), appends resume.
+#[test]
+fn a_follower_behind_the_leaders_begin_needs_a_reinstall_and_is_not_looped_on() {
+    let (mut n, c) = leader3();
+    let compare_n1 = c
+        .iter()
+        .find(|(to, _, r)| to == "n1" && matches!(r, Request::Push(_)))
+        .unwrap()
+        .1;
+    for (i, body) in [&b"a"[..], b"b"].into_iter().enumerate() {
+        n.handle(
+            1_003 + i as u64,
+            Input::Propose {
+                id: i as u64,
+                body: Bytes::from_static(body),
+            },
+        );
+    }
+    let _ = drain(&mut n);
+    n.log_mut().delete_before(2); // retention: the leader now holds index 2 only
+    let mut empty = push_ok(0, 1, -1, 1);
+    if let Response::Push(p) = &mut empty {
+        p.code = DLedgerCode::INCONSISTENT_STATE;
+    }
+    n.handle(
+        1_010,
+        Input::Reply {
+            call: compare_n1,
+            result: Ok(empty.clone()),
+        },
+    );
+    assert!(n.needs_reinstall("n1"));
+    assert!(!n.needs_reinstall("n2"));
+    let to_n1 = |actions: &[Action]| {
+        calls(actions)
+            .into_iter()
+            .filter(|(to, _, r)| to == "n1" && matches!(r, Request::Push(_)))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        to_n1(&drain(&mut n)).is_empty(),
+        "no TRUNCATE of a deleted range"
+    );
+    // Tick in half heartbeats (answering heartbeats, so the leader keeps its lease) until
+    // something is pushed to n1 again: one COMPARE, no earlier than the re-check period.
+    let hb = n.config().heartbeat_interval_ms;
+    let mut now = 1_010;
+    let mut pushes = Vec::new();
+    while pushes.is_empty() && now < 1_010 + 20 * hb {
+        now += hb / 2;
+        n.tick(now);
+        for (to, call, req) in calls(&drain(&mut n)) {
+            match req {
+                Request::HeartBeat(_) => {
+                    let ok = Common {
+                        code: DLedgerCode::SUCCESS,
+                        term: 1,
+                        ..Common::default()
+                    };
+                    n.handle(
+                        now,
+                        Input::Reply {
+                            call,
+                            result: Ok(Response::HeartBeat(ok)),
+                        },
+                    );
+                }
+                Request::Push(p) if to == "n1" => pushes.push((call, p)),
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(n.role(), Role::Leader);
+    assert_eq!(pushes.len(), 1, "{pushes:?}");
+    assert!(
+        now >= 1_010 + 10 * hb,
+        "re-checked after {} ms",
+        now - 1_010
+    );
+    let (call, p) = &pushes[0];
+    assert_eq!(p.push_type, PushType::COMPARE);
+    assert!(n.needs_reinstall("n1"));
+    let at = p.first_index();
+    // Reinstalled meanwhile: it holds the same entry now, so appends resume.
+    n.handle(
+        now + 1,
+        Input::Reply {
+            call: *call,
+            result: Ok(push_ok(at, 1, at, 1)),
+        },
+    );
+    assert!(!n.needs_reinstall("n1"));
+}
+
 #[test]
 fn proposals_beyond_the_pending_window_are_busy_and_step_down_fails_the_rest() {
     let (mut n, _) = leader3();

@@ -399,6 +399,7 @@ impl Driver {
                     match_index: m,
                     lag: if leader { end - m } else { -1 },
                     alive: p.id == me || p.liveness.alive_within(lease),
+                    needs_reinstall: leader && n.needs_reinstall(&p.id),
                 }
             })
             .collect();

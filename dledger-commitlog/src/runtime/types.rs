@@ -60,6 +60,8 @@ pub struct PeerStatus {
     pub lag: i64,
     /// This member (or the peer itself) answered a call within the last lease period.
     pub alive: bool,
+    /// Leader's view: the peer needs entries the leader has deleted; reinstall it (R11).
+    pub needs_reinstall: bool,
 }
 
 /// Snapshot for admin commands and metrics (refreshed by the driver every ~50 ms and on every
