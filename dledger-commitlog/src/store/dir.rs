@@ -24,7 +24,12 @@ pub(crate) struct Listed {
 
 #[derive(Debug, Clone)]
 pub(crate) enum Dir {
-    Fs { root: PathBuf, faults: Arc<Faults> },
+    /// `large_folios`: give new mappings the huge-page hint (see `MmapSegment::map`).
+    Fs {
+        root: PathBuf,
+        faults: Arc<Faults>,
+        large_folios: bool,
+    },
     Mem(MemDisk),
 }
 
@@ -85,8 +90,13 @@ impl Dir {
     pub(crate) fn open_segment(&self, kind: Kind, start: u64, len: u64) -> io::Result<Segment> {
         let name = segment_name(start);
         match self {
-            Dir::Fs { root, faults } => {
-                let seg = MmapSegment::open(&root.join(kind.dir_name()).join(&name), len)?;
+            Dir::Fs {
+                root,
+                faults,
+                large_folios,
+            } => {
+                let path = root.join(kind.dir_name()).join(&name);
+                let seg = MmapSegment::open(&path, len, *large_folios)?;
                 Ok(Segment::mmap(kind, start, seg, len, faults.clone()))
             }
             Dir::Mem(m) => {
@@ -108,10 +118,14 @@ impl Dir {
     ) -> io::Result<Segment> {
         let name = segment_name(start);
         match self {
-            Dir::Fs { root, faults } => {
+            Dir::Fs {
+                root,
+                faults,
+                large_folios,
+            } => {
                 faults.check(kind.create_point())?;
                 let dir = root.join(kind.dir_name());
-                let seg = MmapSegment::create(&dir.join(&name), len, now)?;
+                let seg = MmapSegment::create(&dir.join(&name), len, now, *large_folios)?;
                 Ok(Segment::mmap(kind, start, seg, len, faults.clone()))
             }
             Dir::Mem(m) => {
@@ -154,7 +168,7 @@ impl Dir {
 
     pub(crate) fn write_state(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
         match self {
-            Dir::Fs { root, faults } => {
+            Dir::Fs { root, faults, .. } => {
                 faults.check(FaultPoint::StateFileWrite)?;
                 atomic_file::write_atomic(root, name, bytes)
             }

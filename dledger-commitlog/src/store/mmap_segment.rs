@@ -76,7 +76,12 @@ impl MmapSegment {
     /// `now`: also make every page present ([`MmapSegment::populate`]) and the name durable
     /// ([`MmapSegment::sync_name`]) before returning; otherwise the caller does both (the
     /// background creator: populating in chunks, and syncing the name off the writer's path).
-    pub(crate) fn create(path: &Path, len: u64, now: bool) -> io::Result<MmapSegment> {
+    pub(crate) fn create(
+        path: &Path,
+        len: u64,
+        now: bool,
+        large_folios: bool,
+    ) -> io::Result<MmapSegment> {
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -91,7 +96,7 @@ impl MmapSegment {
             ));
         }
         allocate(&mut file, have, len)?;
-        let seg = Self::map(file, path, len, false)?;
+        let seg = Self::map(file, path, len, false, large_folios)?;
         if now {
             seg.populate(0, seg.len);
             seg.sync_name()?;
@@ -101,21 +106,31 @@ impl MmapSegment {
 
     /// Opens an existing file; a short file is zero-extended to `len` (recovery decides whether
     /// that is allowed before calling this).
-    pub(crate) fn open(path: &Path, len: u64) -> io::Result<MmapSegment> {
+    pub(crate) fn open(path: &Path, len: u64, large_folios: bool) -> io::Result<MmapSegment> {
         let mut file = OpenOptions::new().read(true).write(true).open(path)?;
         let have = file.metadata()?.len();
         if have < len {
             allocate(&mut file, have, len)?;
         }
-        Self::map(file, path, len, true)
+        Self::map(file, path, len, true, large_folios)
     }
 
-    fn map(file: File, path: &Path, len: u64, name_durable: bool) -> io::Result<MmapSegment> {
+    fn map(
+        file: File,
+        path: &Path,
+        len: u64,
+        name_durable: bool,
+        large_folios: bool,
+    ) -> io::Result<MmapSegment> {
         let len_usize = usize::try_from(len).map_err(|_| io::Error::other("segment too large"))?;
         let map = MmapOptions::new().len(len_usize).map_raw(&file)?;
         // A hint only (large page-cache folios: fewer faults when writing, fewer write-protect
-        // faults after each msync, cheaper scans); kernels that ignore it lose nothing.
-        let _ = map.advise(Advice::HugePage);
+        // faults after each msync, cheaper scans); kernels that ignore it lose nothing. Not in
+        // sync-flush mode: there each msync would write back whole large folios, not the few
+        // dirty pages of a commit (measured: 1 appender 1.05k -> 2.1k commits/s without it).
+        if large_folios {
+            let _ = map.advise(Advice::HugePage);
+        }
         Ok(MmapSegment {
             map,
             len: len_usize,

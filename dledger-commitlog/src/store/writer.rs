@@ -21,7 +21,7 @@ use super::recovery::{recover, RecoveryReport};
 use super::segment::{Kind, Segment};
 use super::segment_list::SegmentList;
 use super::shared::{store_opt, Shared, StoredEntry};
-use crate::config::LedgerConfig;
+use crate::config::{FlushMode, LedgerConfig};
 use crate::format::checkpoint::Checkpoint;
 use crate::format::crc::masked_crc32;
 use crate::format::entry::{
@@ -110,6 +110,7 @@ impl Store {
             Dir::Fs {
                 root: root.to_path_buf(),
                 faults,
+                large_folios: cfg.flush_mode == FlushMode::Async,
             },
             cfg,
         )
