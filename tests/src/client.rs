@@ -12,6 +12,35 @@ use remoting::{ClientConfig, RemotingClient, RemotingCommand, RequestCode, Respo
 /// Call timeout.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A PULL_MESSAGE request for up to 32 messages of `topic`/`queue_id` from `offset`, tag
+/// subscription `*`. A non-zero `suspend` makes it a push consumer's long poll: SUSPEND and
+/// COMMIT_OFFSET set, committing `offset`.
+pub fn pull_request(
+    group: &str,
+    topic: &str,
+    queue_id: i32,
+    offset: i64,
+    suspend: Duration,
+) -> RemotingCommand {
+    let long = !suspend.is_zero();
+    let h = PullMessageRequestHeader {
+        consumer_group: group.into(),
+        topic: topic.into(),
+        queue_id,
+        queue_offset: offset,
+        max_msg_nums: 32,
+        // SUBSCRIPTION, plus SUSPEND and COMMIT_OFFSET for the long-polling consumer.
+        sys_flag: if long { 0x4 | 0x2 | 0x1 } else { 0x4 },
+        commit_offset: if long { offset } else { 0 },
+        suspend_timeout_millis: suspend.as_millis() as i64,
+        subscription: Some("*".into()),
+        sub_version: 0,
+        expression_type: Some("TAG".into()),
+        ..Default::default()
+    };
+    RemotingCommand::request(RequestCode::PULL_MESSAGE, &h)
+}
+
 /// One writable/readable queue: broker name, master address, queue id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Queue {
@@ -219,25 +248,8 @@ impl Client {
         queue_id: i32,
         offset: i64,
     ) -> anyhow::Result<RemotingCommand> {
-        let h = PullMessageRequestHeader {
-            consumer_group: group.into(),
-            topic: topic.into(),
-            queue_id,
-            queue_offset: offset,
-            max_msg_nums: 32,
-            sys_flag: 0x4,
-            commit_offset: 0,
-            suspend_timeout_millis: 0,
-            subscription: Some("*".into()),
-            sub_version: 0,
-            expression_type: Some("TAG".into()),
-            ..Default::default()
-        };
-        self.call(
-            addr,
-            RemotingCommand::request(RequestCode::PULL_MESSAGE, &h),
-        )
-        .await
+        let req = pull_request(group, topic, queue_id, offset, Duration::ZERO);
+        self.call(addr, req).await
     }
 
     /// Pulls `queue` from `from` until `max_offset`, returning the records in order.

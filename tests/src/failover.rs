@@ -24,11 +24,12 @@ use bytes::Bytes;
 use remoting::body::TopicRouteData;
 use remoting::headers::{
     ConsumerSendMsgBackRequestHeader, GetMaxOffsetRequestHeader, GetRouteInfoRequestHeader,
-    OffsetResponseHeader, PullMessageRequestHeader, PullMessageResponseHeader,
-    QueryConsumerOffsetRequestHeader, SendMessageRequestHeaderV2,
-    UpdateConsumerOffsetRequestHeader,
+    OffsetResponseHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
+    SendMessageRequestHeaderV2, UpdateConsumerOffsetRequestHeader,
 };
 use remoting::{ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode};
+
+use crate::client::pull_request;
 
 /// Broker name (= DLedger group) of the test group.
 pub const GROUP: &str = "FoGroup";
@@ -352,21 +353,7 @@ impl TestClient {
         let mut out = Vec::new();
         let mut offset = 0;
         loop {
-            let h = PullMessageRequestHeader {
-                consumer_group: "FoChecker".into(),
-                topic: topic.into(),
-                queue_id,
-                queue_offset: offset,
-                max_msg_nums: 32,
-                sys_flag: 0x4,
-                commit_offset: 0,
-                suspend_timeout_millis: 0,
-                subscription: Some("*".into()),
-                sub_version: 0,
-                expression_type: Some("TAG".into()),
-                ..Default::default()
-            };
-            let req = RemotingCommand::request(RequestCode::PULL_MESSAGE, &h);
+            let req = pull_request("FoChecker", topic, queue_id, offset, Duration::ZERO);
             let resp = self.client.invoke(addr, req, RPC_TIMEOUT).await.ok()?;
             match resp.response_code() {
                 ResponseCode::SUCCESS => {}
@@ -450,23 +437,7 @@ impl TestClient {
         offset: i64,
         suspend: Duration,
     ) -> PullOutcome {
-        let long = !suspend.is_zero();
-        let h = PullMessageRequestHeader {
-            consumer_group: group.into(),
-            topic: topic.into(),
-            queue_id,
-            queue_offset: offset,
-            max_msg_nums: 32,
-            // SUBSCRIPTION, plus SUSPEND and COMMIT_OFFSET for the long-polling consumer.
-            sys_flag: if long { 0x4 | 0x2 | 0x1 } else { 0x4 },
-            commit_offset: if long { offset } else { 0 },
-            suspend_timeout_millis: suspend.as_millis() as i64,
-            subscription: Some("*".into()),
-            sub_version: 0,
-            expression_type: Some("TAG".into()),
-            ..Default::default()
-        };
-        let req = RemotingCommand::request(RequestCode::PULL_MESSAGE, &h);
+        let req = pull_request(group, topic, queue_id, offset, suspend);
         let resp = match self.client.invoke(addr, req, RPC_TIMEOUT + suspend).await {
             Ok(r) => r,
             Err(_) => return PullOutcome::Failed,
