@@ -24,11 +24,39 @@ use tokio::sync::Semaphore;
 
 /// Mean time per operation of each measured benchmark, for the ratio report.
 static RESULTS: Mutex<BTreeMap<String, (Duration, u64)>> = Mutex::new(BTreeMap::new());
+/// CPU time (all threads of the process) spent by each RPC benchmark, with its op count.
+static CPU: Mutex<BTreeMap<String, (Duration, u64)>> = Mutex::new(BTreeMap::new());
 
 fn record(name: &str, elapsed: Duration, ops: u64) {
     let mut r = RESULTS.lock().unwrap_or_else(|e| e.into_inner());
     let e = r.entry(name.to_owned()).or_insert((Duration::ZERO, 0));
     e.0 += elapsed;
+    e.1 += ops;
+}
+
+/// CPU time used so far by every live thread of this process (Linux `schedstat`, in ns);
+/// zero where that is unavailable. The runtime's worker threads live for the whole run.
+fn process_cpu() -> Duration {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    let mut ns = 0u64;
+    for task in dir.flatten() {
+        if let Ok(s) = std::fs::read_to_string(task.path().join("schedstat")) {
+            ns += s
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    Duration::from_nanos(ns)
+}
+
+fn record_cpu(name: &str, cpu: Duration, ops: u64) {
+    let mut r = CPU.lock().unwrap_or_else(|e| e.into_inner());
+    let e = r.entry(name.to_owned()).or_insert((Duration::ZERO, 0));
+    e.0 += cpu;
     e.1 += ops;
 }
 
@@ -181,6 +209,7 @@ fn bench_rpc(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let client = client.clone();
                 let request = request.clone();
+                let cpu0 = process_cpu();
                 // The load generator runs on the runtime like any other task.
                 let el = rt
                     .block_on(rt.spawn(async move {
@@ -203,6 +232,11 @@ fn bench_rpc(c: &mut Criterion) {
                         start.elapsed()
                     }))
                     .unwrap_or_else(|e| panic!("load task: {e}"));
+                record_cpu(
+                    &format!("rpc/remoting_{inflight}"),
+                    process_cpu().saturating_sub(cpu0),
+                    iters,
+                );
                 record(&format!("rpc/remoting_{inflight}"), el, iters);
                 el
             })
@@ -211,6 +245,7 @@ fn bench_rpc(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let frame = frame.clone();
                 let mut stream = raw_stream.take().unwrap_or_else(|| panic!("raw stream"));
+                let cpu0 = process_cpu();
                 let (el, stream) = rt
                     .block_on(rt.spawn(async move {
                         let start = Instant::now();
@@ -219,6 +254,11 @@ fn bench_rpc(c: &mut Criterion) {
                     }))
                     .unwrap_or_else(|e| panic!("raw task: {e}"));
                 raw_stream = Some(stream);
+                record_cpu(
+                    &format!("rpc/raw_{inflight}"),
+                    process_cpu().saturating_sub(cpu0),
+                    iters,
+                );
                 record(&format!("rpc/raw_{inflight}"), el, iters);
                 el
             })
@@ -252,6 +292,19 @@ fn report() {
                 1.0 / raw,
                 raw / ours,
                 r.get(&format!("rpc/remoting_{inflight}")).map(|x| x.1).unwrap_or(0)
+            );
+        }
+        let cpu = CPU.lock().unwrap_or_else(|e| e.into_inner());
+        let cpu_per_op = |k: &str| {
+            cpu.get(k)
+                .map(|(d, n)| d.as_secs_f64() * 1e6 / (*n).max(1) as f64)
+        };
+        if let (Some(ours), Some(raw)) = (
+            cpu_per_op(&format!("rpc/remoting_{inflight}")),
+            cpu_per_op(&format!("rpc/raw_{inflight}")),
+        ) {
+            println!(
+                "rpc inflight={inflight} cpu: remoting {ours:.2} us/req, raw echo {raw:.2} us/req (all threads)"
             );
         }
     }

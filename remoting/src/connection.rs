@@ -1,11 +1,15 @@
 //! One TCP connection, used by both server and client: a reader task, a writer task fed by a
-//! bounded channel, and a cheap cloneable [`ConnectionHandle`].
+//! bounded outbox (outbox.rs), and a cheap cloneable [`ConnectionHandle`].
 //!
 //! Owns: the socket, the `opaque -> waiter` map of requests *this side* sent, routing of every
 //! incoming frame by the RESPONSE bit first (both peers send requests on one connection),
-//! idle and partial-frame deadlines, and spawning processor tasks for incoming requests.
+//! idle and partial-frame deadlines, and running processors for incoming requests (polled
+//! once inline on the reader; moved to their own task only if they wait).
+//! Senders encode their frames straight into the outbox from their own task (an invoking
+//! caller, the reader answering inline, a processor task); the writer only writes batches.
 //! Must not: block the reader on a processor or on the writer (a held long-poll pull must not
-//! delay other responses), or hold a std lock across `.await`.
+//! delay other responses; the reader only ever *tries* to queue), or hold a std lock across
+//! `.await`.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -14,7 +18,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -23,7 +27,7 @@ use futures_util::FutureExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -33,6 +37,7 @@ use crate::code::ResponseCode;
 use crate::command::{next_opaque, RemotingCommand, FLAG_ONEWAY, FLAG_RESPONSE};
 use crate::error::{FrameError, RemotingError};
 use crate::frame::{self, SerializeType, DEFAULT_MAX_FRAME_LEN};
+use crate::outbox::{Outbox, Push, PushError};
 use crate::processor::{ConnectionListener, RequestProcessor};
 
 /// Process-unique id of a connection (stable key for maps of client channels).
@@ -56,7 +61,8 @@ pub struct ConnectionConfig {
     pub frame_deadline: Duration,
     /// Largest accepted total-length word.
     pub max_frame_len: usize,
-    /// Capacity (frames) of the writer's queue.
+    /// Frames the outbox holds before senders wait (it also holds at most 16 MiB, but always
+    /// admits one frame when empty).
     pub write_queue_frames: usize,
     /// Requests this side may have outstanding on the connection.
     pub max_inflight_requests: usize,
@@ -133,7 +139,7 @@ struct Shared {
     id: ConnectionId,
     remote: SocketAddr,
     local: SocketAddr,
-    tx: mpsc::Sender<RemotingCommand>,
+    outbox: Outbox,
     pending: Mutex<PendingMap>,
     closed: CancellationToken,
     /// Mirror of `closed` readable without the token's lock (checked on every send).
@@ -225,6 +231,7 @@ impl ConnectionHandle {
     pub fn close(&self) {
         self.shared.closed_flag.store(true, Ordering::Release);
         self.shared.closed.cancel();
+        self.shared.outbox.close();
         self.shared.pending().clear();
     }
 
@@ -246,37 +253,33 @@ impl ConnectionHandle {
         }
     }
 
-    /// Makes sure the writer will be able to encode `cmd` (frames are encoded by the writer,
-    /// straight into its output buffer). A cheap upper bound settles almost every case.
-    fn check_encodable(&self, cmd: &RemotingCommand) -> Result<(), RemotingError> {
-        let max = self.shared.config.max_frame_len;
-        if encoded_len_upper_bound(cmd) <= max.min(frame::MAX_HEADER_LEN) {
-            return Ok(());
-        }
-        let mut buf = BytesMut::new();
-        cmd.encode(&mut buf, max)?;
-        Ok(())
-    }
-
-    async fn enqueue(
+    /// Encodes `cmd` into the outbox, waiting for room until `deadline` (forever if `None`).
+    /// `timeout` is what a timeout error reports.
+    async fn push(
         &self,
-        frame: RemotingCommand,
-        deadline: Instant,
+        cmd: &RemotingCommand,
+        deadline: Option<Instant>,
+        timeout: Duration,
     ) -> Result<(), RemotingError> {
         if self.is_closed() {
             return Err(self.closed_error());
         }
-        // Room in the queue is the usual case: no timer, no async send.
-        let frame = match self.shared.tx.try_send(frame) {
-            Ok(()) => return Ok(()),
-            Err(mpsc::error::TrySendError::Closed(_)) => return Err(self.closed_error()),
-            Err(mpsc::error::TrySendError::Full(frame)) => frame,
-        };
-        match tokio::time::timeout_at(deadline, self.shared.tx.send(frame)).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(_)) => Err(self.closed_error()),
-            Err(_) => Err(self.timeout_error(deadline.saturating_duration_since(Instant::now()))),
+        // Room in the queue is the usual case: no timer, no waiting.
+        match self.shared.outbox.try_push(cmd) {
+            Push::Queued => return Ok(()),
+            Push::Closed => return Err(self.closed_error()),
+            Push::Encode(e) => return Err(e.into()),
+            Push::Full => {}
         }
+        self.shared
+            .outbox
+            .push(cmd, deadline)
+            .await
+            .map_err(|e| match e {
+                PushError::Closed => self.closed_error(),
+                PushError::Timeout => self.timeout_error(timeout),
+                PushError::Encode(e) => e.into(),
+            })
     }
 
     /// Sends a request and waits for its response. A fresh opaque is assigned; the response
@@ -301,7 +304,6 @@ impl ConnectionHandle {
         let opaque = next_opaque();
         request.set_opaque(opaque);
         request.set_flag(request.flag() & !(FLAG_RESPONSE | FLAG_ONEWAY));
-        self.check_encodable(&request)?;
         let (tx, rx) = oneshot::channel();
         {
             let mut pending = self.shared.pending();
@@ -322,10 +324,9 @@ impl ConnectionHandle {
         if self.is_closed() {
             return Err(self.closed_error());
         }
-        self.enqueue(request, deadline).await.map_err(|e| match e {
-            RemotingError::Timeout { .. } => self.timeout_error(timeout),
-            other => other,
-        })?;
+        // Encoded right here, from the caller's task, into the connection's outbox.
+        self.push(&request, Some(deadline), timeout).await?;
+        drop(request);
         match tokio::time::timeout_at(deadline, rx).await {
             Ok(Ok(resp)) => {
                 guard.armed = false;
@@ -337,7 +338,7 @@ impl ConnectionHandle {
     }
 
     /// Sends a oneway request (no response expected). Waits at most `timeout` for room in the
-    /// write queue.
+    /// outbox.
     pub async fn invoke_oneway(
         &self,
         mut request: RemotingCommand,
@@ -345,31 +346,18 @@ impl ConnectionHandle {
     ) -> Result<(), RemotingError> {
         request.set_opaque(next_opaque());
         request.set_flag((request.flag() & !FLAG_RESPONSE) | FLAG_ONEWAY);
-        self.check_encodable(&request)?;
-        self.enqueue(request, Instant::now() + timeout)
+        self.push(&request, Some(Instant::now() + timeout), timeout)
             .await
-            .map_err(|e| match e {
-                RemotingError::Timeout { .. } => self.timeout_error(timeout),
-                other => other,
-            })
     }
 
     /// Writes a command as is (e.g. a response built by hand). Waits for room in the queue.
     pub async fn send(&self, cmd: &RemotingCommand) -> Result<(), RemotingError> {
-        self.send_command(cmd.clone()).await
+        self.push(cmd, None, Duration::ZERO).await
     }
 
-    /// Like [`ConnectionHandle::send`], taking the command by value (no clone).
+    /// Like [`ConnectionHandle::send`], taking the command by value.
     pub async fn send_command(&self, cmd: RemotingCommand) -> Result<(), RemotingError> {
-        self.check_encodable(&cmd)?;
-        if self.is_closed() {
-            return Err(self.closed_error());
-        }
-        self.shared
-            .tx
-            .send(cmd)
-            .await
-            .map_err(|_| self.closed_error())
+        self.send(&cmd).await
     }
 
     fn complete(&self, response: RemotingCommand) {
@@ -417,12 +405,11 @@ pub(crate) fn spawn_connection(
     let local = stream.local_addr()?;
     stream.set_nodelay(true)?;
     let (read_half, write_half) = stream.into_split();
-    let (tx, rx) = mpsc::channel(ctx.config.write_queue_frames.max(1));
     let shared = Arc::new(Shared {
         id: ConnectionId(NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed)),
         remote,
         local,
-        tx,
+        outbox: Outbox::new(ctx.config.write_queue_frames, ctx.config.max_frame_len),
         pending: Mutex::new(PendingMap::default()),
         closed: ctx.close_all.child_token(),
         closed_flag: AtomicBool::new(false),
@@ -437,12 +424,7 @@ pub(crate) fn spawn_connection(
     tracing::debug!(conn = %handle.id(), peer = %remote, "connection open");
     let writer_done = CancellationToken::new();
     let io = ctx.io.clone();
-    io.spawn(writer_loop(
-        handle.clone(),
-        write_half,
-        rx,
-        writer_done.clone(),
-    ));
+    io.spawn(writer_loop(handle.clone(), write_half, writer_done.clone()));
     io.spawn(reader_loop(handle.clone(), read_half, ctx, writer_done));
     Ok(handle)
 }
@@ -450,47 +432,42 @@ pub(crate) fn spawn_connection(
 /// Output buffer size that triggers a write; also the capacity kept between writes.
 const WRITE_CHUNK: usize = 64 * 1024;
 
+/// How long a closing connection may take to flush what was queued before it.
+const CLOSE_FLUSH_GRACE: Duration = Duration::from_secs(2);
+
 async fn writer_loop(
     conn: ConnectionHandle,
     mut write_half: OwnedWriteHalf,
-    mut rx: mpsc::Receiver<RemotingCommand>,
     done: CancellationToken,
 ) {
-    let max = conn.shared.config.max_frame_len;
+    let outbox = &conn.shared.outbox;
+    let closed = conn.shared.closed.cancelled();
+    tokio::pin!(closed);
     let mut out = BytesMut::with_capacity(WRITE_CHUNK);
-    let closed = conn.shared.closed.clone();
-    let mut interrupted = false;
     let mut failure: Option<std::io::Error> = None;
     loop {
-        let first = tokio::select! {
+        // Everything queued since the last write goes out in one syscall.
+        let more = tokio::select! {
             biased;
-            f = rx.recv() => f,
-            _ = closed.cancelled() => None,
+            _ = &mut closed => break,
+            more = outbox.take(&mut out) => more,
         };
-        let Some(first) = first else { break };
-        encode_into(&conn, &first, &mut out, max);
-        // Encode whatever is queued into the same buffer: one syscall for a burst. When the
-        // queue runs dry, yield once so producers woken by the same event (a burst of
-        // responses, pipelined requests) can add their frames.
-        let mut yielded = false;
-        while out.len() < WRITE_CHUNK {
-            match rx.try_recv() {
-                Ok(cmd) => encode_into(&conn, &cmd, &mut out, max),
-                Err(_) if !yielded => {
-                    yielded = true;
-                    tokio::task::yield_now().await;
-                }
-                Err(_) => break,
-            }
+        if !more {
+            break;
         }
-        // A peer that stops reading must not pin this task once the connection is closed.
+        let write = write_half.write_all(&out);
+        tokio::pin!(write);
         let r = tokio::select! {
             biased;
-            r = write_half.write_all(&out) => r,
-            _ = closed.cancelled() => {
-                interrupted = true;
-                break;
-            }
+            r = &mut write => r,
+            // A peer that stops reading must not pin this task once the connection is closed.
+            _ = &mut closed => match tokio::time::timeout(CLOSE_FLUSH_GRACE, &mut write).await {
+                Ok(r) => r,
+                Err(_) => Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "write not finished in time after close",
+                )),
+            },
         };
         if let Err(e) = r {
             failure = Some(e);
@@ -503,43 +480,24 @@ async fn writer_loop(
         }
         conn.shared.touch();
     }
-    if failure.is_none() && !interrupted {
+    // No frame is accepted from here on.
+    conn.close();
+    if failure.is_none() {
         // Closing: write what was already queued (responses of drained processors), then FIN.
         let drain = async {
-            while let Ok(cmd) = rx.try_recv() {
-                encode_into(&conn, &cmd, &mut out, max);
+            if outbox.take_now(&mut out) {
+                write_half.write_all(&out).await?;
             }
-            write_half.write_all(&out).await?;
             write_half.shutdown().await
         };
-        if let Ok(Err(e)) = tokio::time::timeout(Duration::from_secs(2), drain).await {
+        if let Ok(Err(e)) = tokio::time::timeout(CLOSE_FLUSH_GRACE, drain).await {
             failure = Some(e);
         }
     }
     if let Some(e) = failure {
         tracing::debug!(conn = %conn.id(), peer = %conn.remote_addr(), error = %e, "write failed; closing");
     }
-    conn.close();
     done.cancel();
-}
-
-/// Encodes one queued command. Senders checked encodability already; should it still fail,
-/// the frame is dropped and a request's waiter is failed rather than left to time out.
-fn encode_into(conn: &ConnectionHandle, cmd: &RemotingCommand, out: &mut BytesMut, max: usize) {
-    if let Err(e) = cmd.encode(out, max) {
-        tracing::error!(conn = %conn.id(), code = cmd.code(), error = %e, "frame dropped: cannot encode");
-        if !cmd.is_response() {
-            conn.shared.pending().remove(&cmd.opaque());
-        }
-    }
-}
-
-/// An upper bound of the encoded frame size (JSON escapes at most 6 bytes per byte).
-fn encoded_len_upper_bound(cmd: &RemotingCommand) -> usize {
-    let ext = cmd.ext_fields();
-    let ext = 6 * ext.text_len() + 8 * ext.len();
-    let remark = cmd.remark().map_or(0, |r| 6 * r.len() + 12);
-    160 + ext + remark + cmd.body().len()
 }
 
 /// Why the reader stopped.
@@ -559,8 +517,8 @@ async fn reader_loop(
     ctx: ConnectionContext,
     writer_done: CancellationToken,
 ) {
-    let semaphore = Arc::new(Semaphore::new(ctx.config.max_concurrent_requests.max(1)));
-    let end = read_frames(&conn, &mut read_half, &ctx, &semaphore).await;
+    let running = Arc::new(AtomicUsize::new(0));
+    let end = read_frames(&conn, &mut read_half, &ctx, &running).await;
     match &end {
         ReadEnd::Eof => {
             tracing::debug!(conn = %conn.id(), peer = %conn.remote_addr(), "peer closed")
@@ -599,17 +557,25 @@ async fn read_frames(
     conn: &ConnectionHandle,
     read_half: &mut OwnedReadHalf,
     ctx: &ConnectionContext,
-    semaphore: &Arc<Semaphore>,
+    running: &Arc<AtomicUsize>,
 ) -> ReadEnd {
     let cfg = &ctx.config;
     let mut buf = BytesMut::with_capacity(8 * 1024);
     let mut partial_since: Option<Instant> = None;
     let mut hold = BudgetHold::new(ctx.partial_budget.clone());
+    // Created once and polled again on every read: registering a fresh cancellation waiter
+    // and timer per read showed up in profiles. The timer is moved only when it fires or
+    // when an earlier deadline (a partial frame) appears; when it fires early the real
+    // deadlines are checked and it is set again.
+    let closed = conn.shared.closed.cancelled();
+    let stop_reading = ctx.stop_reading.cancelled();
+    let timer = tokio::time::sleep_until(conn.shared.last_activity() + cfg.idle_timeout);
+    tokio::pin!(closed, stop_reading, timer);
     loop {
         loop {
             match frame::decode_frame(&mut buf, cfg.max_frame_len) {
                 Ok(Some(raw)) => match RemotingCommand::from_frame(raw) {
-                    Ok(cmd) => dispatch(conn, cmd, ctx, semaphore),
+                    Ok(cmd) => dispatch(conn, cmd, ctx, running),
                     Err(e) => return ReadEnd::Frame(e),
                 },
                 Ok(None) => break,
@@ -629,58 +595,63 @@ async fn read_frames(
         if buf.capacity() - buf.len() < 4096 {
             buf.reserve(64 * 1024);
         }
-        let idle_at = conn.shared.last_activity() + cfg.idle_timeout;
-        let deadline = match partial_since {
-            Some(t) => idle_at.min(t + cfg.frame_deadline),
-            None => idle_at,
-        };
+        if let Some(t) = partial_since {
+            let frame_due = t + cfg.frame_deadline;
+            if frame_due < timer.deadline() {
+                timer.as_mut().reset(frame_due);
+            }
+        }
         tokio::select! {
             biased;
-            _ = conn.shared.closed.cancelled() => return ReadEnd::Closed,
-            _ = ctx.stop_reading.cancelled() => return ReadEnd::Closed,
+            _ = &mut closed => return ReadEnd::Closed,
+            _ = &mut stop_reading => return ReadEnd::Closed,
             r = read_half.read_buf(&mut buf) => match r {
                 Ok(0) => return ReadEnd::Eof,
                 Ok(_) => conn.shared.touch(),
                 Err(e) => return ReadEnd::Io(e),
             },
-            _ = tokio::time::sleep_until(deadline) => {
+            _ = &mut timer => {
                 let now = Instant::now();
                 if partial_since.is_some_and(|t| now >= t + cfg.frame_deadline) {
                     return ReadEnd::FrameDeadline;
                 }
-                if now >= conn.shared.last_activity() + cfg.idle_timeout {
+                let idle_at = conn.shared.last_activity() + cfg.idle_timeout;
+                if now >= idle_at {
                     return ReadEnd::Idle;
                 }
+                let next = match partial_since {
+                    Some(t) => idle_at.min(t + cfg.frame_deadline),
+                    None => idle_at,
+                };
+                timer.as_mut().reset(next);
             }
         }
     }
 }
 
-/// Routes one incoming frame: responses complete a waiter; requests go to a processor task.
+/// Routes one incoming frame: responses complete a waiter; requests go to the processor.
+///
+/// `running` counts requests whose processor moved to its own task (the one polled inline
+/// here is the reader itself); at `max_concurrent_requests` the peer gets SYSTEM_BUSY.
 fn dispatch(
     conn: &ConnectionHandle,
     cmd: RemotingCommand,
     ctx: &ConnectionContext,
-    semaphore: &Arc<Semaphore>,
+    running: &Arc<AtomicUsize>,
 ) {
     if cmd.is_response() {
         conn.complete(cmd);
         return;
     }
-    // A borrowed permit (no Arc clone) while the processor is polled inline; it becomes a
-    // `PermitReturn` only if the request moves to its own task.
-    let permit = match semaphore.try_acquire() {
-        Ok(p) => p,
-        Err(_) => {
-            if !cmd.is_oneway() {
-                let busy =
-                    RemotingCommand::response_to(&cmd, ResponseCode::SYSTEM_BUSY, OVERLOAD_REMARK);
-                // Never wait here: the reader must keep reading responses.
-                let _ = conn.shared.tx.try_send(busy);
-            }
-            return;
+    if running.load(Ordering::Acquire) >= ctx.config.max_concurrent_requests.max(1) {
+        if !cmd.is_oneway() {
+            let busy =
+                RemotingCommand::response_to(&cmd, ResponseCode::SYSTEM_BUSY, OVERLOAD_REMARK);
+            // Never wait here: the reader must keep reading responses.
+            let _ = conn.shared.outbox.try_push(&busy);
         }
-    };
+        return;
+    }
     let meta = RequestMeta {
         oneway: cmd.is_oneway(),
         opaque: cmd.opaque(),
@@ -696,49 +667,89 @@ fn dispatch(
     // its own task, so the reader never waits for a processor.
     match std::panic::catch_unwind(AssertUnwindSafe(|| (&mut work).now_or_never())) {
         Ok(Some(response)) => {
-            drop(permit);
+            drop(work);
             if let Some(response) = finish_response(conn, meta, Ok(response)) {
-                if let Err(mpsc::error::TrySendError::Full(response)) =
-                    conn.shared.tx.try_send(response)
-                {
-                    let conn = conn.clone();
-                    ctx.tasks.spawn(async move {
-                        if let Err(e) = conn.send_command(response).await {
-                            tracing::debug!(conn = %conn.id(), error = %e, "response not sent");
-                        }
-                    });
-                }
+                queue_response(conn, ctx, meta, response);
             }
         }
         Ok(None) => {
-            permit.forget();
-            let permit = PermitReturn(semaphore.clone());
+            running.fetch_add(1, Ordering::AcqRel);
+            let running = RunningGuard(running.clone());
             let conn = conn.clone();
             ctx.tasks.spawn(async move {
-                let _permit = permit;
+                let _running = running;
                 let outcome = AssertUnwindSafe(work).catch_unwind().await.map_err(|_| ());
                 if let Some(response) = finish_response(&conn, meta, outcome) {
-                    if let Err(e) = conn.send_command(response).await {
-                        tracing::debug!(conn = %conn.id(), code = meta.code, error = %e, "response not sent");
-                    }
+                    send_response(&conn, meta, response).await;
                 }
             });
         }
         Err(_) => {
-            drop(permit);
             if let Some(response) = finish_response(conn, meta, Err(())) {
-                let _ = conn.shared.tx.try_send(response);
+                queue_response(conn, ctx, meta, response);
             }
         }
     }
 }
 
-/// One permit of the concurrent-request semaphore, given back when the processor task ends.
-struct PermitReturn(Arc<Semaphore>);
+/// Queues a response from the reader without waiting: when the outbox is full, a task waits
+/// for room instead.
+fn queue_response(
+    conn: &ConnectionHandle,
+    ctx: &ConnectionContext,
+    meta: RequestMeta,
+    response: RemotingCommand,
+) {
+    match conn.shared.outbox.try_push(&response) {
+        Push::Queued | Push::Closed => {}
+        Push::Full => {
+            let conn = conn.clone();
+            ctx.tasks
+                .spawn(async move { send_response(&conn, meta, response).await });
+        }
+        Push::Encode(e) => {
+            let fallback = unencodable_response(conn, meta, &e);
+            let _ = conn.shared.outbox.try_push(&fallback);
+        }
+    }
+}
 
-impl Drop for PermitReturn {
+/// Sends a response, waiting for room in the outbox; one that cannot be encoded is replaced
+/// by SYSTEM_ERROR.
+async fn send_response(conn: &ConnectionHandle, meta: RequestMeta, response: RemotingCommand) {
+    let r = match conn.shared.outbox.push(&response, None).await {
+        Err(PushError::Encode(e)) => {
+            let fallback = unencodable_response(conn, meta, &e);
+            conn.shared.outbox.push(&fallback, None).await
+        }
+        other => other,
+    };
+    if let Err(e) = r {
+        tracing::debug!(conn = %conn.id(), code = meta.code, error = ?e, "response not sent");
+    }
+}
+
+/// The SYSTEM_ERROR answer sent instead of a response that cannot be encoded.
+fn unencodable_response(
+    conn: &ConnectionHandle,
+    meta: RequestMeta,
+    error: &FrameError,
+) -> RemotingCommand {
+    tracing::warn!(conn = %conn.id(), code = meta.code, error = %error, "response cannot be encoded");
+    let mut response = RemotingCommand::response(
+        ResponseCode::SYSTEM_ERROR,
+        format!("response cannot be encoded: {error}"),
+    );
+    stamp_response(&mut response, meta);
+    response
+}
+
+/// Gives back a slot of the concurrent-request count when the processor task ends.
+struct RunningGuard(Arc<AtomicUsize>);
+
+impl Drop for RunningGuard {
     fn drop(&mut self) {
-        self.0.add_permits(1);
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -751,8 +762,15 @@ struct RequestMeta {
     code: i32,
 }
 
+/// Marks `response` as the answer to the request `meta` describes.
+fn stamp_response(response: &mut RemotingCommand, meta: RequestMeta) {
+    response.set_opaque(meta.opaque);
+    response.set_flag(response.flag() | FLAG_RESPONSE);
+    response.set_serialize_type(meta.serialize_type);
+}
+
 /// Turns a processor outcome into the frame to send, if any: nothing for oneway requests or
-/// `None`; SYSTEM_ERROR for a panic or a response that cannot be encoded.
+/// `None`; SYSTEM_ERROR for a panic.
 fn finish_response(
     conn: &ConnectionHandle,
     meta: RequestMeta,
@@ -772,15 +790,6 @@ fn finish_response(
         return None;
     }
     let mut response = response?;
-    if let Err(e) = conn.check_encodable(&response) {
-        tracing::warn!(conn = %conn.id(), code = meta.code, error = %e, "response cannot be encoded");
-        response = RemotingCommand::response(
-            ResponseCode::SYSTEM_ERROR,
-            format!("response cannot be encoded: {e}"),
-        );
-    }
-    response.set_opaque(meta.opaque);
-    response.set_flag(response.flag() | FLAG_RESPONSE);
-    response.set_serialize_type(meta.serialize_type);
+    stamp_response(&mut response, meta);
     Some(response)
 }

@@ -6,8 +6,10 @@
 //! ```text
 //!  server.rs / client.rs      accept loop, connection cap, shutdown | per-address connection + backoff
 //!          \      /
-//!     connection.rs           reader task (routes by RESPONSE bit) + writer task (bounded queue)
-//!          |                  + one task per incoming request -> processor.rs (registry by code)
+//!     connection.rs           reader task (routes by RESPONSE bit, polls processors inline;
+//!          |                  a processor that waits gets its own task) -> processor.rs
+//!     outbox.rs               senders encode frames into one bounded per-connection buffer;
+//!          |                  the writer task writes it out in batches
 //!     codec.rs                tokio-util Decoder/Encoder (thin adapter)
 //!          |
 //!     command.rs              RemotingCommand <-> header/json.rs | header/binary.rs
@@ -100,6 +102,7 @@ pub mod ext_fields;
 pub mod frame;
 pub mod header;
 pub mod headers;
+mod outbox;
 pub mod processor;
 pub mod server;
 

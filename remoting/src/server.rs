@@ -1,5 +1,5 @@
-//! The accept loop: one reader task, one writer task and one task per request for every
-//! accepted connection, with a connection cap and graceful shutdown.
+//! The accept loop: one reader task and one writer task for every accepted connection (plus a
+//! task for each request whose processor waits), with a connection cap and graceful shutdown.
 //!
 //! Shutdown order: stop accepting and reading, let running processors finish (bounded by
 //! `shutdown_grace`), flush their responses, close every connection.
