@@ -24,11 +24,72 @@ fn cfg(mode: FlushMode) -> LedgerConfig {
     }
 }
 
-/// Appends `n` entries of `len` bytes; returns the elapsed time. `background`: 64 MiB files
-/// with the preallocation and 10 ms flush threads running (they share the machine's cores);
-/// otherwise one 320 MiB file allocated before timing and no background threads (the append
-/// path alone).
-fn store_append(n: u64, len: usize, background: bool) -> Duration {
+/// Wall time and CPU time (all threads of the process) of one timed run.
+#[derive(Clone, Copy)]
+struct Cost {
+    wall: Duration,
+    cpu_ns: u64,
+    /// Of which the appending thread itself.
+    writer_ns: u64,
+}
+
+impl Cost {
+    const MAX: Cost = Cost {
+        wall: Duration::MAX,
+        cpu_ns: u64::MAX,
+        writer_ns: u64::MAX,
+    };
+
+    /// The faster of two runs (wall time decides; its CPU time comes with it).
+    fn best(self, other: Cost) -> Cost {
+        if other.wall < self.wall {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+/// CPU time used so far by the live threads of this process (ns, from each thread's
+/// `schedstat`): taken before and after a run while its background threads are alive, so
+/// their work is counted. No `unsafe` needed, unlike `getrusage`.
+fn process_cpu_ns() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// CPU time used so far by the calling thread (ns).
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Times `f` (wall, process CPU and the calling thread's CPU).
+fn timed(f: impl FnOnce()) -> Cost {
+    let cpu = process_cpu_ns();
+    let own = thread_cpu_ns();
+    let t = Instant::now();
+    f();
+    let wall = t.elapsed();
+    Cost {
+        wall,
+        writer_ns: thread_cpu_ns().saturating_sub(own),
+        cpu_ns: process_cpu_ns().saturating_sub(cpu),
+    }
+}
+
+/// Appends `n` entries of `len` bytes. `background`: 64 MiB files with the preallocation
+/// and 10 ms flush threads running (they share the machine's cores); otherwise one 320 MiB
+/// file allocated before timing and no background threads (the append path alone).
+fn store_append(n: u64, len: usize, background: bool) -> Cost {
     let dir = tempfile::tempdir().expect("tempdir");
     let c = if background {
         cfg(FlushMode::Async)
@@ -44,27 +105,27 @@ fn store_append(n: u64, len: usize, background: bool) -> Duration {
     let body = vec![0xA5u8; len];
     // The first file is created synchronously at the first append, outside the timing.
     s.append_leader(Term(1), &body).expect("append");
-    let t = Instant::now();
-    for _ in 1..n {
-        s.append_leader(Term(1), &body).expect("append");
-    }
-    let el = t.elapsed();
+    let cost = timed(|| {
+        for _ in 1..n {
+            s.append_leader(Term(1), &body).expect("append");
+        }
+    });
     s.abandon();
-    el
+    cost
 }
 
 /// Writes the same bytes (48-byte header + body per entry) through a BufWriter to a file.
-fn raw_write(n: u64, len: usize) -> Duration {
+fn raw_write(n: u64, len: usize) -> Cost {
     let dir = tempfile::tempdir().expect("tempdir");
     let f = std::fs::File::create(dir.path().join("raw")).expect("create");
     let mut w = BufWriter::with_capacity(1 << 20, f);
     let rec = vec![0xA5u8; len + 48];
-    let t = Instant::now();
-    for _ in 0..n {
-        w.write_all(&rec).expect("write");
-    }
-    w.flush().expect("flush");
-    t.elapsed()
+    timed(|| {
+        for _ in 0..n {
+            w.write_all(&rec).expect("write");
+        }
+        w.flush().expect("flush");
+    })
 }
 
 fn bench_append(c: &mut Criterion) {
@@ -154,31 +215,57 @@ fn recovery_rate(bytes: u64) -> (u64, Duration) {
     (s.recovery_report().bytes_scanned, el)
 }
 
-/// Repetitions of each same-run measurement.
+/// Repetitions of each same-run measurement (`STORE_BENCH_REPS` overrides).
 const REPS: usize = 5;
 
+/// Body sizes of the ratio summary (`STORE_BENCH_LENS=128,1024` overrides).
+fn summary_lens() -> Vec<usize> {
+    std::env::var("STORE_BENCH_LENS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![128, 1024, 4096])
+}
+
 fn summary() {
-    println!("\n== same-run ratios (best of {REPS}, interleaved, 256 MiB each) ==");
-    for len in [128usize, 1024, 4096] {
+    let reps = std::env::var("STORE_BENCH_REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(REPS);
+    println!("\n== same-run ratios (best of {reps}, interleaved, 256 MiB each) ==");
+    for len in summary_lens() {
         let n = (256u64 << 20) / (len as u64 + 48);
         let mb = (n * (len as u64 + 48)) as f64 / 1e6;
         // Interleaved repetitions, so a burst of load from other processes on the machine
         // hits all three alike; the best of each is kept.
-        let (mut raw, mut path, mut full) = (Duration::MAX, Duration::MAX, Duration::MAX);
-        for _ in 0..REPS {
-            raw = raw.min(raw_write(n, len));
-            path = path.min(store_append(n, len, false));
-            full = full.min(store_append(n, len, true));
+        let (mut raw, mut path, mut full) = (Cost::MAX, Cost::MAX, Cost::MAX);
+        for _ in 0..reps {
+            raw = raw.best(raw_write(n, len));
+            path = path.best(store_append(n, len, false));
+            full = full.best(store_append(n, len, true));
         }
+        let line = |name: &str, c: Cost| {
+            let secs = c.wall.as_secs_f64();
+            format!(
+                "{name} {:>5.0} MB/s {:>4.0} ns/entry, cpu/entry {:>4.0} ns ({:>3.0} appending thread \
+                 + {:>3.0} others)",
+                mb / secs,
+                secs * 1e9 / n as f64,
+                c.cpu_ns as f64 / n as f64,
+                c.writer_ns as f64 / n as f64,
+                c.cpu_ns.saturating_sub(c.writer_ns) as f64 / n as f64,
+            )
+        };
         println!(
-            "append {len:>5} B: raw BufWriter {:>6.0} MB/s | store append path {:>6.0} MB/s ratio {:.2} \
-             | store with background threads {:>6.0} MB/s ratio {:.2}",
-            mb / raw.as_secs_f64(),
-            mb / path.as_secs_f64(),
-            raw.as_secs_f64() / path.as_secs_f64(),
-            mb / full.as_secs_f64(),
-            raw.as_secs_f64() / full.as_secs_f64()
+            "append {len:>5} B: {}\n                {} ratio {:.2}\n                {} ratio {:.2}",
+            line("raw BufWriter           ", raw),
+            line("store append path       ", path),
+            raw.wall.as_secs_f64() / path.wall.as_secs_f64(),
+            line("store + background work ", full),
+            raw.wall.as_secs_f64() / full.wall.as_secs_f64(),
         );
+    }
+    if std::env::var_os("STORE_BENCH_LENS").is_some() {
+        return;
     }
     sync_summary();
     let (bytes, el) = recovery_rate(192 << 20);

@@ -61,10 +61,16 @@ impl Faults {
     }
 
     /// Called by the store before each step; `Err` when a fault fires.
+    #[inline]
     pub(crate) fn check(&self, point: FaultPoint) -> io::Result<()> {
         if !self.any.load(Ordering::Acquire) {
             return Ok(());
         }
+        self.check_armed(point)
+    }
+
+    #[cold]
+    fn check_armed(&self, point: FaultPoint) -> io::Result<()> {
         let Ok(mut armed) = self.armed.lock() else {
             return Ok(());
         };

@@ -140,6 +140,7 @@ impl MmapSegment {
         })
     }
 
+    #[inline]
     fn check(&self, off: usize, len: usize) -> io::Result<()> {
         match off.checked_add(len) {
             Some(end) if end <= self.len => Ok(()),
@@ -188,6 +189,7 @@ impl MmapSegment {
     }
 
     /// Gives the writer a mutable view of `[off, off+len)`.
+    #[inline]
     pub(crate) fn write_with<R>(
         &self,
         off: usize,

@@ -20,6 +20,7 @@ mod dir;
 mod error;
 mod fault;
 mod flusher;
+mod header_crc;
 mod mem_disk;
 mod mmap_segment;
 mod preallocate;

@@ -100,10 +100,12 @@ impl Segment {
         }
     }
 
+    #[inline]
     pub(crate) fn start(&self) -> u64 {
         self.start
     }
 
+    #[inline]
     pub(crate) fn end(&self) -> u64 {
         self.start + self.len
     }
@@ -121,6 +123,7 @@ impl Segment {
     }
 
     /// Writer-only mutable access to `[off, off+len)` (segment-relative).
+    #[inline]
     pub(crate) fn write_with<R>(
         &self,
         off: u64,

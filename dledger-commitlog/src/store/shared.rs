@@ -84,7 +84,16 @@ impl Shared {
         self.flush.publish_poisoned();
     }
 
+    #[inline]
     pub(crate) fn check_writable(&self) -> Result<(), StoreError> {
+        if !self.poisoned.load(Ordering::Acquire) && !self.disk_full.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.not_writable()
+    }
+
+    #[cold]
+    fn not_writable(&self) -> Result<(), StoreError> {
         if self.poisoned.load(Ordering::Acquire) {
             let r = self
                 .poison_reason

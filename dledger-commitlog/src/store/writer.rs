@@ -14,6 +14,7 @@ use super::dir::Dir;
 use super::error::StoreError;
 use super::fault::Faults;
 use super::flusher::{self, FlushProgress, FlushState, Flusher, CHECKPOINT_FILE};
+use super::header_crc::{write_header, HeaderCrc};
 use super::mem_disk::MemDisk;
 use super::preallocate::{PreallocState, Preallocator};
 use super::reader::StoreReader;
@@ -24,9 +25,7 @@ use super::shared::{store_opt, Shared, StoredEntry};
 use crate::config::{FlushMode, LedgerConfig};
 use crate::format::checkpoint::Checkpoint;
 use crate::format::crc::masked_crc32;
-use crate::format::entry::{
-    encode_blank, encode_header_with_crc, verify_body_crc, BLANK_HEADER_BYTES, HEADER_BYTES,
-};
+use crate::format::entry::{encode_blank, verify_body_crc, BLANK_HEADER_BYTES, HEADER_BYTES};
 use crate::format::index::{IndexEntry, INDEX_ENTRY_BYTES};
 use crate::format::member_state::HardState;
 use crate::types::{Index, Pos, Term};
@@ -80,6 +79,7 @@ pub struct Store {
     cur_index: Option<Arc<Segment>>,
     flusher: Option<Flusher>,
     prealloc: Option<Preallocator>,
+    header_crc: HeaderCrc,
     closed: bool,
 }
 
@@ -207,6 +207,7 @@ impl Store {
             cur_index: None,
             flusher: None,
             prealloc: None,
+            header_crc: HeaderCrc::default(),
             closed: false,
         };
         if let Some(c) = checkpoint.committed_index {
@@ -447,6 +448,7 @@ impl Store {
                 .map_err(|e| StoreError::io("write", bseg.name(), e))?;
         }
         let off = pos - dseg.start();
+        let header_crc = &mut self.header_crc;
         // Body first (patched, then checksummed in place), header last, in one mapped write.
         dseg.write_with(off, size as usize, |dst| {
             let (head, tail) = dst.split_at_mut(HEADER_BYTES);
@@ -456,21 +458,26 @@ impl Store {
                 Some(c) if c != 0 => c,
                 _ => masked_crc32(tail),
             };
+            let (index, term, pos) = (index.raw(), term.raw(), Pos(pos).raw());
+            let crc = header_crc.crc(size as u32, index, term, pos);
             if let Ok(head) = <&mut [u8; HEADER_BYTES]>::try_from(head) {
-                encode_header_with_crc(head, index, term, Pos(pos), body.len() as u32, body_crc);
+                write_header(head, size as u32, index, term, pos, crc, body_crc);
             }
         })
         .map_err(io)?;
-        let mut ie = [0u8; INDEX_ENTRY_BYTES];
-        IndexEntry {
+        let iaddr = index.0 * INDEX_ENTRY_BYTES as u64;
+        let ie = IndexEntry {
             pos: Pos(pos),
             size: size as u32,
             index,
             term,
-        }
-        .encode(&mut ie);
-        let iaddr = index.0 * INDEX_ENTRY_BYTES as u64;
-        if let Err(e) = iseg.write(iaddr - iseg.start(), &ie) {
+        };
+        let written = iseg.write_with(iaddr - iseg.start(), INDEX_ENTRY_BYTES, |dst| {
+            if let Ok(dst) = <&mut [u8; INDEX_ENTRY_BYTES]>::try_from(dst) {
+                ie.encode(dst);
+            }
+        });
+        if let Err(e) = written {
             // Undo the header so the half-appended entry is not found at recovery.
             let _ = dseg.zero(off, HEADER_BYTES as u64);
             return Err(StoreError::io("write", iseg.name(), e));
