@@ -4,13 +4,20 @@
 //! `cargo bench -p dledger-commitlog --bench ledger` (env `LEDGER_BENCH_SECS`, default 2,
 //! seconds per point; `LEDGER_BENCH_POINTS=1024:256,128:1` runs only those points). Async flush (DLedger default). Prints proposals/s and commit latency
 //! p50/p99/p999 for 128 B and 1 KiB bodies with 1, 16 and 256 concurrent proposers, the
-//! process CPU time per proposal (`cpu/op`, µs; steadier than rates on a shared machine), and
+//! process CPU time per proposal (`cpu/op`, µs; steadier than rates on a shared machine) and
+//! its user-space part (`usr/op`: leaves out the kernel's page-cache zero-fill, see
+//! `cpu_ticks_split`), and
 //! the 3-member / 1-member throughput ratio.
+//!
+//! `LEDGER_BENCH_DIAG=1` instead runs only the 3-member group at 1 KiB / 256 in flight and
+//! prints a 50 ms time series (commits, worst latency, CPU of the preallocation, flush and
+//! worker threads, dirty/writeback memory, runnable tasks, files) to find where stalls come
+//! from.
 
 #![allow(clippy::unwrap_used)] // tests and benches may unwrap
 
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,16 +33,76 @@ struct Point {
     /// Process CPU time (user + system, all threads) per committed proposal: a figure that
     /// depends less on what else the shared machine runs than the rate does.
     cpu_us: f64,
+    /// User CPU time per committed proposal (see [`cpu_ticks_split`]).
+    usr_us: f64,
 }
 
-/// CPU time (user + system) this process has used so far, in clock ticks.
-fn cpu_ticks() -> u64 {
+/// `(user, system)` CPU time this process has used so far, in clock ticks. User time leaves
+/// out the kernel's share (page-cache zero-fill of new files, which costs up to ~10x more on a
+/// VM whose freed memory was handed back to the host: the most variable part here).
+fn cpu_ticks_split() -> (u64, u64) {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
     let f: Vec<&str> = rest.split_whitespace().collect();
     let get = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    get(11) + get(12)
+    (get(11), get(12))
+}
+
+/// Highest commit latency (µs) since the diagnostic sampler last looked.
+static WINDOW_MAX_US: AtomicU64 = AtomicU64::new(0);
+
+/// CPU ticks (user + system) of this process's threads, summed by thread name.
+fn thread_ticks() -> std::collections::BTreeMap<String, u64> {
+    let mut m = std::collections::BTreeMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return m;
+    };
+    for t in dir.flatten() {
+        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else {
+            continue;
+        };
+        let Some((head, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let name = head.split_once('(').map_or("", |(_, n)| n).to_owned();
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let get = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        *m.entry(name).or_insert(0) += get(11) + get(12);
+    }
+    m
+}
+
+/// `(nr_dirty, nr_writeback)` pages from /proc/vmstat, and runnable tasks from /proc/stat.
+fn vm_snapshot() -> (u64, u64, u64) {
+    let vm = std::fs::read_to_string("/proc/vmstat").unwrap_or_default();
+    let get = |k: &str| {
+        vm.lines()
+            .find_map(|l| l.strip_prefix(k)?.strip_prefix(' ')?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let running = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("procs_running ")?.parse::<u64>().ok())
+        .unwrap_or(0);
+    (get("nr_dirty"), get("nr_writeback"), running)
+}
+
+/// Files under `dir` (segment creations show as steps).
+fn count_files(dir: &std::path::Path) -> usize {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                count_files(&e.path())
+            } else {
+                1
+            }
+        })
+        .sum()
 }
 
 /// Clock ticks per second (USER_HZ); 100 on Linux.
@@ -93,7 +160,11 @@ async fn measure(leader: &Ledger, body_len: usize, proposers: usize, secs: f64) 
                 match l.propose(b.clone()).await {
                     Ok(_) => {
                         if t.duration_since(start) >= warmup {
-                            lat.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
+                            let us = t.elapsed().as_micros().min(u32::MAX as u128) as u32;
+                            lat.push(us);
+                            if u64::from(us) > WINDOW_MAX_US.load(Ordering::Relaxed) {
+                                WINDOW_MAX_US.fetch_max(u64::from(us), Ordering::Relaxed);
+                            }
                         }
                     }
                     Err(ProposeError::Busy) => {
@@ -114,9 +185,11 @@ async fn measure(leader: &Ledger, body_len: usize, proposers: usize, secs: f64) 
         }));
     }
     tokio::time::sleep(warmup).await;
-    let cpu0 = cpu_ticks();
+    let (u0, s0) = cpu_ticks_split();
     tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-    let cpu = (cpu_ticks() - cpu0) as f64 / TICKS_PER_SEC;
+    let (u1, s1) = cpu_ticks_split();
+    let cpu = (u1 + s1 - u0 - s0) as f64 / TICKS_PER_SEC;
+    let usr = (u1 - u0) as f64 / TICKS_PER_SEC;
     stop.store(true, Ordering::Relaxed);
     let mut all = Vec::new();
     let mut busy = 0;
@@ -136,6 +209,7 @@ async fn measure(leader: &Ledger, body_len: usize, proposers: usize, secs: f64) 
     Point {
         rate: all.len() as f64 / secs,
         cpu_us: cpu * 1e6 / (all.len() as f64).max(1.0),
+        usr_us: usr * 1e6 / (all.len() as f64).max(1.0),
         p50: q(0.50),
         p99: q(0.99),
         p999: q(0.999),
@@ -166,24 +240,59 @@ fn main() {
         let (one, l1) = start_group(dir1.path(), 1).await;
         let (three, l3) = start_group(dir3.path(), 3).await;
         if std::env::var("LEDGER_BENCH_DIAG").is_ok() {
+            // Time series of the 3-member group at 1 KiB / 256 in flight, one line per 50 ms:
+            // where do the slow commits come from? Thread CPU in ms per window (prealloc,
+            // flush, tokio workers), dirty/writeback MiB, runnable tasks on the machine,
+            // files in the group's directories.
             let l = three[l3].clone();
-            let watcher = tokio::spawn(async move {
-                for _ in 0..25 {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    let s = l.status();
-                    let m: Vec<(i64, i64)> = s.peers.iter().map(|p| (p.match_index, p.lag)).collect();
-                    println!("committed {} end {} pending {} peers {:?}", s.committed_index, s.end_index, s.pending_proposals, m);
+            let root = dir3.path().to_owned();
+            let stop = Arc::new(AtomicBool::new(false));
+            let stop2 = stop.clone();
+            let watcher = tokio::task::spawn_blocking(move || {
+                println!("{:>6} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>4} {:>5}", "t_ms", "commits", "max_ms", "prealo", "flush", "worker", "dirtyM", "wbackM", "run", "files");
+                let t0 = Instant::now();
+                let mut last_ticks = thread_ticks();
+                let mut last_commit = l.status().committed_index;
+                while !stop2.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(50));
+                    let ticks = thread_ticks();
+                    let d = |k: &str| {
+                        let now: u64 = ticks.iter().filter(|(n, _)| n.starts_with(k)).map(|(_, v)| v).sum();
+                        let then: u64 = last_ticks.iter().filter(|(n, _)| n.starts_with(k)).map(|(_, v)| v).sum();
+                        now.saturating_sub(then) * 10
+                    };
+                    let (dirty, wb, run) = vm_snapshot();
+                    let c = l.status().committed_index;
+                    println!(
+                        "{:>6} {:>8} {:>8.1} {:>7} {:>7} {:>7} {:>7} {:>7} {:>4} {:>5}",
+                        t0.elapsed().as_millis(),
+                        c - last_commit,
+                        WINDOW_MAX_US.swap(0, Ordering::Relaxed) as f64 / 1000.0,
+                        d("dledger-preall"),
+                        d("dledger-flush"),
+                        d("tokio-rt-worker"),
+                        dirty * 4 / 1024,
+                        wb * 4 / 1024,
+                        run,
+                        count_files(&root)
+                    );
+                    last_ticks = ticks;
+                    last_commit = c;
                 }
             });
-            let p = measure(&three[l3], 1024, 256, 2.0).await;
-            println!("diag: {:.0}/s p50 {:?} p99 {:?}", p.rate, p.p50, p.p99);
+            let p = measure(&three[l3], 1024, 256, secs).await;
+            stop.store(true, Ordering::Relaxed);
             watcher.await.unwrap();
+            println!(
+                "diag: {:.0}/s p50 {:?} p99 {:?} p999 {:?} cpu/op {:.1} us (user {:.1} us)",
+                p.rate, p.p50, p.p99, p.p999, p.cpu_us, p.usr_us
+            );
             return;
         }
         println!("ledger bench: async flush, loopback, {secs} s per point (+0.3 s warm-up); loadavg {}", loadavg());
         println!(
-            "{:>6} {:>5} | {:>10} {:>8} {:>8} {:>8} {:>7} | {:>10} {:>8} {:>8} {:>8} {:>7} | {:>6}",
-            "body", "inflt", "1-node/s", "p50us", "p99us", "p999us", "cpu/op", "3-node/s", "p50us", "p99us", "p999us", "cpu/op", "ratio"
+            "{:>6} {:>5} | {:>10} {:>8} {:>8} {:>8} {:>7} {:>6} | {:>10} {:>8} {:>8} {:>8} {:>7} {:>6} | {:>6}",
+            "body", "inflt", "1-node/s", "p50us", "p99us", "p999us", "cpu/op", "usr/op", "3-node/s", "p50us", "p99us", "p999us", "cpu/op", "usr/op", "ratio"
         );
         // `LEDGER_BENCH_POINTS=1024:256,128:1` limits the run to those body:in-flight points.
         let only: Option<Vec<(usize, usize)>> = std::env::var("LEDGER_BENCH_POINTS").ok().map(|v| {
@@ -200,7 +309,7 @@ fn main() {
                 let a = measure(&one[l1], body, c, secs).await;
                 let b = measure(&three[l3], body, c, secs).await;
                 println!(
-                    "{:>6} {:>5} | {:>10.0} {:>8} {:>8} {:>8} {:>7.1} | {:>10.0} {:>8} {:>8} {:>8} {:>7.1} | {:>6.2}{}",
+                    "{:>6} {:>5} | {:>10.0} {:>8} {:>8} {:>8} {:>7.1} {:>6.1} | {:>10.0} {:>8} {:>8} {:>8} {:>7.1} {:>6.1} | {:>6.2}{}",
                     body,
                     c,
                     a.rate,
@@ -208,11 +317,13 @@ fn main() {
                     a.p99.as_micros(),
                     a.p999.as_micros(),
                     a.cpu_us,
+                    a.usr_us,
                     b.rate,
                     b.p50.as_micros(),
                     b.p99.as_micros(),
                     b.p999.as_micros(),
                     b.cpu_us,
+                    b.usr_us,
                     b.rate / a.rate.max(1.0),
                     if a.busy + b.busy > 0 { format!("  (busy/failed proposals: {} / {})", a.busy, b.busy) } else { String::new() }
                 );

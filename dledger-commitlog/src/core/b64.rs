@@ -2,29 +2,46 @@
 //! encodes straight into an output buffer and decodes a string's content straight into a
 //! caller's slice, without intermediate allocations.
 //!
+//! Six input bytes (eight characters) per step through 12-bit tables, and decoding through
+//! four pre-shifted 256-entry tables whose invalid marks OR together, so neither direction
+//! branches per byte. [`decode_until_quote`] decodes a JSON string's content while finding its
+//! end, so a PUSH body is read once.
+//!
 //! The decoder accepts only canonical input (length a multiple of 4, padding only at the end,
 //! zero trailing bits) and says `None` for anything else; callers then fall back to the
 //! general decoder, which gives the precise error. Tests compare both with the `base64` crate.
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-/// Two output characters for every 12-bit input group.
-static ENC12: [[u8; 2]; 4096] = {
-    let mut t = [[0u8; 2]; 4096];
+/// The two output characters of every 12-bit input group, packed little-endian (first
+/// character in the low byte) so four lookups assemble eight characters in one `u64`.
+static ENC12: [u16; 4096] = {
+    let mut t = [0u16; 4096];
     let mut i = 0;
     while i < 4096 {
-        t[i] = [ALPHABET[i >> 6], ALPHABET[i & 63]];
+        t[i] = ALPHABET[i >> 6] as u16 | (ALPHABET[i & 63] as u16) << 8;
         i += 1;
     }
     t
 };
 
-/// 6-bit value of every byte; 0xFF for bytes outside the alphabet.
-static DEC: [u8; 256] = {
-    let mut t = [0xFFu8; 256];
+/// Set in a decode-table value for bytes outside the alphabet.
+const INVALID: u32 = 0xFF00_0000;
+
+/// 6-bit value of every byte, shifted to its place in a 4-character quantum
+/// (`DEC[k]` for the k-th character: `v << (18 - 6k)`); [`INVALID`] outside the alphabet.
+/// OR-ing the four lookups gives the 24 output bits, with bits above them set if any
+/// character was invalid.
+static DEC: [[u32; 256]; 4] = {
+    let mut t = [[INVALID; 256]; 4];
     let mut i = 0;
     while i < 64 {
-        t[ALPHABET[i] as usize] = i as u8;
+        let c = ALPHABET[i] as usize;
+        let v = i as u32;
+        t[0][c] = v << 18;
+        t[1][c] = v << 12;
+        t[2][c] = v << 6;
+        t[3][c] = v;
         i += 1;
     }
     t
@@ -35,22 +52,34 @@ pub(crate) fn encoded_len(n: usize) -> usize {
     n.div_ceil(3) * 4
 }
 
-/// Appends the padded encoding of `input` to `out`.
+fn enc(v: u64) -> u64 {
+    u64::from(ENC12[(v & 0xFFF) as usize])
+}
+
+/// Appends the padded encoding of `input` to `out`: six input bytes (eight characters) per
+/// step, no per-byte branches.
 pub(crate) fn encode_into(out: &mut Vec<u8>, input: &[u8]) {
     let start = out.len();
     out.resize(start + encoded_len(input.len()), 0);
     let dst = &mut out[start..];
-    let full = input.len() / 3;
-    let (body, tail) = dst.split_at_mut(full * 4);
-    for (s, d) in input.chunks_exact(3).zip(body.chunks_exact_mut(4)) {
-        let n = (usize::from(s[0]) << 16) | (usize::from(s[1]) << 8) | usize::from(s[2]);
-        let hi = ENC12[n >> 12];
-        let lo = ENC12[n & 0xFFF];
-        d.copy_from_slice(&[hi[0], hi[1], lo[0], lo[1]]);
+    let six = input.len() / 6;
+    let (dst6, dst_rest) = dst.split_at_mut(six * 8);
+    for (s, d) in input.chunks_exact(6).zip(dst6.chunks_exact_mut(8)) {
+        let n = u64::from(u32::from_be_bytes([s[0], s[1], s[2], s[3]])) << 16
+            | u64::from(u16::from_be_bytes([s[4], s[5]]));
+        let w = enc(n >> 36) | enc(n >> 24) << 16 | enc(n >> 12) << 32 | enc(n) << 48;
+        d.copy_from_slice(&w.to_le_bytes());
     }
-    let rest = &input[full * 3..];
+    let rest = &input[six * 6..];
+    let full = rest.len() / 3;
+    let (body, tail) = dst_rest.split_at_mut(full * 4);
+    for (s, d) in rest.chunks_exact(3).zip(body.chunks_exact_mut(4)) {
+        let n = u64::from(s[0]) << 16 | u64::from(s[1]) << 8 | u64::from(s[2]);
+        let w = enc(n >> 12) | enc(n) << 16;
+        d.copy_from_slice(&(w as u32).to_le_bytes());
+    }
     let a = |v: u8| ALPHABET[usize::from(v & 63)];
-    match *rest {
+    match rest[full * 3..] {
         [b0] => tail.copy_from_slice(&[a(b0 >> 2), a((b0 & 3) << 4), b'=', b'=']),
         [b0, b1] => tail.copy_from_slice(&[
             a(b0 >> 2),
@@ -63,7 +92,9 @@ pub(crate) fn encode_into(out: &mut Vec<u8>, input: &[u8]) {
 }
 
 /// Decoded length of canonical padded `text`, or `None` if its length is not a multiple
-/// of 4 (padding characters are checked by [`decode_into`]).
+/// of 4 (padding characters are checked by [`decode_into`]). Tests only, like `decode_into`:
+/// the PUSH decoder uses [`decode_until_quote`].
+#[cfg(test)]
 pub(crate) fn decoded_len(text: &[u8]) -> Option<usize> {
     if !text.len().is_multiple_of(4) {
         return None;
@@ -76,59 +107,104 @@ pub(crate) fn decoded_len(text: &[u8]) -> Option<usize> {
     Some(text.len() / 4 * 3 - pad)
 }
 
+/// The 24 bits of one 4-character quantum, with bits above them set if a character is
+/// outside the alphabet.
+fn quantum(s: &[u8]) -> u32 {
+    DEC[0][usize::from(s[0])]
+        | DEC[1][usize::from(s[1])]
+        | DEC[2][usize::from(s[2])]
+        | DEC[3][usize::from(s[3])]
+}
+
+/// Decodes whole 8-character blocks of alphabet characters from the start of `text` into
+/// the start of `out` while both have room; stops before the first block holding anything
+/// else. Returns (characters, bytes) done.
+fn decode_blocks(text: &[u8], out: &mut [u8]) -> (usize, usize) {
+    let mut done = 0;
+    for (s, d) in text.chunks_exact(8).zip(out.chunks_exact_mut(6)) {
+        let (hi, lo) = (quantum(&s[..4]), quantum(&s[4..]));
+        if (hi | lo) & INVALID != 0 {
+            break;
+        }
+        let w = (u64::from(hi) << 24 | u64::from(lo)) << 16;
+        d.copy_from_slice(&w.to_be_bytes()[..6]);
+        done += 1;
+    }
+    (done * 8, done * 6)
+}
+
+/// Decodes the last quantum of a canonical encoding (`s` is 4 characters, possibly padded)
+/// into `out`; returns the bytes written, `None` if not canonical or `out` is too short.
+fn decode_last(s: &[u8], out: &mut [u8]) -> Option<usize> {
+    let n = DEC[0][usize::from(s[0])] | DEC[1][usize::from(s[1])];
+    if n & INVALID != 0 {
+        return None;
+    }
+    let (n, len) = match (s[2], s[3]) {
+        (b'=', b'=') => (n, 1),
+        (c, b'=') => (n | DEC[2][usize::from(c)], 2),
+        (c, e) => (n | DEC[2][usize::from(c)] | DEC[3][usize::from(e)], 3),
+    };
+    // Invalid characters, or non-zero bits under the padding (not canonical).
+    if n & INVALID != 0 || n & (0xFF_FFFF >> (8 * len)) != 0 {
+        return None;
+    }
+    let b = n.to_be_bytes();
+    out.get_mut(..len)?.copy_from_slice(&b[1..1 + len]);
+    Some(len)
+}
+
 /// Decodes canonical padded `text` into `out`, which must be exactly
 /// [`decoded_len`]`(text)` long. `None` if `text` is not canonical base64.
+#[cfg(test)]
 pub(crate) fn decode_into(text: &[u8], out: &mut [u8]) -> Option<()> {
     if decoded_len(text)? != out.len() {
         return None;
     }
-    if text.is_empty() {
-        return Some(());
-    }
-    let quanta = text.len() / 4;
-    let (body, last) = text.split_at((quanta - 1) * 4);
-    let (out_body, out_last) = out.split_at_mut((quanta - 1) * 3);
-    let mut bad = 0u8;
-    for (s, d) in body.chunks_exact(4).zip(out_body.chunks_exact_mut(3)) {
-        let (a, b, c, e) = (
-            DEC[usize::from(s[0])],
-            DEC[usize::from(s[1])],
-            DEC[usize::from(s[2])],
-            DEC[usize::from(s[3])],
-        );
-        bad |= a | b | c | e;
-        let n = (u32::from(a) << 18) | (u32::from(b) << 12) | (u32::from(c) << 6) | u32::from(e);
-        d.copy_from_slice(&[(n >> 16) as u8, (n >> 8) as u8, n as u8]);
-    }
-    if bad & 0xC0 != 0 {
-        return None;
-    }
-    let v = |x: u8| {
-        let d = DEC[usize::from(x)];
-        (d < 64).then_some(u32::from(d))
-    };
-    let n = (v(last[0])? << 18) | (v(last[1])? << 12);
-    match (last[2], last[3], out_last.len()) {
-        (b'=', b'=', 1) => {
-            if n & 0xFFFF != 0 {
-                return None; // non-zero trailing bits
-            }
-            out_last[0] = (n >> 16) as u8;
-        }
-        (c, b'=', 2) => {
-            let n = n | (v(c)? << 6);
-            if n & 0xFF != 0 {
+    let (mut i, mut o) = decode_blocks(text, out);
+    while i < text.len() {
+        let s = &text[i..i + 4];
+        if i + 4 == text.len() {
+            o += decode_last(s, &mut out[o..])?;
+        } else {
+            let n = quantum(s);
+            if n & INVALID != 0 {
                 return None;
             }
-            out_last.copy_from_slice(&[(n >> 16) as u8, (n >> 8) as u8]);
+            out.get_mut(o..o + 3)?
+                .copy_from_slice(&n.to_be_bytes()[1..]);
+            o += 3;
         }
-        (c, e, 3) => {
-            let n = n | (v(c)? << 6) | v(e)?;
-            out_last.copy_from_slice(&[(n >> 16) as u8, (n >> 8) as u8, n as u8]);
-        }
-        _ => return None,
+        i += 4;
     }
-    Some(())
+    (o == out.len()).then_some(())
+}
+
+/// Decodes the canonical padded encoding at the start of `text`, which must end with a `"`
+/// (the rest of a JSON string after its opening quote), into the start of `out`: one pass
+/// that finds the end of the string while decoding. Returns (characters before the quote,
+/// bytes written); `None` if the string is not canonical base64 (escapes, padding inside,
+/// non-zero trailing bits) or `out` is too short.
+pub(crate) fn decode_until_quote(text: &[u8], out: &mut [u8]) -> Option<(usize, usize)> {
+    let (mut i, mut o) = decode_blocks(text, out);
+    loop {
+        if *text.get(i)? == b'"' {
+            return Some((i, o));
+        }
+        let s = text.get(i..i + 4)?;
+        let n = quantum(s);
+        if n & INVALID == 0 {
+            out.get_mut(o..o + 3)?
+                .copy_from_slice(&n.to_be_bytes()[1..]);
+            o += 3;
+            i += 4;
+            continue;
+        }
+        // A padded quantum ends the encoding: the string must close right after it.
+        o += decode_last(s, out.get_mut(o..)?)?;
+        i += 4;
+        return (text.get(i) == Some(&b'"') && s[3] == b'=').then_some((i, o));
+    }
 }
 
 #[cfg(test)]
@@ -138,6 +214,18 @@ mod tests {
 
     fn reference() -> base64::engine::GeneralPurpose {
         base64::engine::general_purpose::STANDARD
+    }
+
+    /// [`decode_until_quote`] on `text` followed by a quote and more JSON, into a buffer with
+    /// room to spare; checks the character count it reports.
+    fn until_quote(text: &[u8]) -> Option<Vec<u8>> {
+        let mut json = text.to_vec();
+        json.extend_from_slice(b"\",\"x\":1}");
+        let mut out = vec![0xAA; text.len() + 16];
+        let (chars, n) = decode_until_quote(&json, &mut out)?;
+        assert_eq!(chars, text.len());
+        out.truncate(n);
+        Some(out)
     }
 
     fn decode(text: &[u8]) -> Option<Vec<u8>> {
@@ -167,6 +255,11 @@ mod tests {
             let theirs = reference().encode(&data);
             assert_eq!(&ours[6..], theirs.as_bytes(), "len {len}");
             assert_eq!(decode(theirs.as_bytes()).as_deref(), Some(&data[..]));
+            assert_eq!(
+                until_quote(theirs.as_bytes()).as_deref(),
+                Some(&data[..]),
+                "len {len}"
+            );
         }
     }
 
@@ -198,10 +291,38 @@ mod tests {
             if theirs.is_some() && text.iter().all(|b| !b.is_ascii_whitespace()) {
                 assert_eq!(ours, theirs, "{:?}", String::from_utf8_lossy(&text));
             }
+            if !text.contains(&b'"') {
+                assert_eq!(
+                    until_quote(&text),
+                    ours,
+                    "{:?}",
+                    String::from_utf8_lossy(&text)
+                );
+            }
         }
         for bad in [&b"QR=="[..], b"QUJ=", b"Q===", b"=AAA", b"QUJD=", b"QU=D"] {
             assert_eq!(decode(bad), None, "{:?}", String::from_utf8_lossy(bad));
+            assert_eq!(until_quote(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
+        // The string must close exactly at the end of a quantum, and after padding.
+        for bad in [
+            &b"QUJDx\""[..],
+            b"QU\"",
+            b"QUI=QUJD\"",
+            b"QUJDQUJDQUJDQU\"",
+            b"QUJD",
+        ] {
+            let mut out = [0u8; 32];
+            assert_eq!(
+                decode_until_quote(bad, &mut out),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        // Too little room in the output.
+        let mut small = [0u8; 5];
+        assert_eq!(decode_until_quote(b"QUJDQUJDQUJD\"", &mut small), None);
         assert_eq!(decode(b"").as_deref(), Some(&b""[..]));
     }
 }

@@ -40,7 +40,7 @@ pub mod mem_log;
 pub mod member_state;
 pub mod messages;
 pub mod node;
-mod push_json;
+pub(crate) mod push_json;
 pub mod quorum_ack;
 
 #[cfg(test)]

@@ -49,7 +49,10 @@ fn string(buf: &mut Vec<u8>, s: &str) {
     }
 }
 
-fn entry(buf: &mut Vec<u8>, e: &DLedgerEntry) {
+/// Appends one entry object exactly as serde writes it. Pushes to different followers carry
+/// the same entry objects, so callers may cache this output (see
+/// [`encode_push_request_with`]).
+pub(crate) fn encode_entry(buf: &mut Vec<u8>, e: &DLedgerEntry) {
     buf.extend_from_slice(b"{\"body\":\"");
     b64::encode_into(buf, &e.body);
     buf.extend_from_slice(b"\",\"bodyCrc\":");
@@ -80,6 +83,15 @@ fn opt_member(buf: &mut Vec<u8>, key: &[u8], v: &Option<String>) {
 
 /// JSON body of a PUSH request, byte-identical to `serde_json::to_vec(r)`.
 pub(crate) fn encode_push_request(r: &PushEntryRequest) -> Vec<u8> {
+    encode_push_request_with(r, encode_entry)
+}
+
+/// As [`encode_push_request`], with `entry` appending each entry object: it must append
+/// exactly what [`encode_entry`] would (a cached copy of it, say).
+pub(crate) fn encode_push_request_with(
+    r: &PushEntryRequest,
+    mut entry: impl FnMut(&mut Vec<u8>, &DLedgerEntry),
+) -> Vec<u8> {
     let batch = !r.batch_entry.is_empty();
     let entries = r.entries();
     let bodies: usize = entries.iter().map(|e| e.body.len()).sum();
@@ -170,13 +182,23 @@ impl<'a> Scan<'a> {
     }
 
     /// The bytes up to the next `"`, unchecked: only for callers that reject `\\` and control
-    /// characters themselves (the base64 decoder does), so long bodies are scanned once.
+    /// characters themselves.
     fn unchecked_str(&mut self) -> Option<&'a [u8]> {
         self.eat(b'"')?;
         let start = self.i;
         let len = quote_offset(&self.s[start..])?;
         self.i = start + len + 1;
         Some(&self.s[start..start + len])
+    }
+
+    /// A string holding canonical base64, decoded into the front of `out` while its end is
+    /// found (one pass over long bodies); returns the decoded length. An escape or control
+    /// character is outside the base64 alphabet, so the decoder refuses it.
+    fn base64_str(&mut self, out: &mut [u8]) -> Option<usize> {
+        self.eat(b'"')?;
+        let (chars, n) = b64::decode_until_quote(&self.s[self.i..], out)?;
+        self.i += chars + 1;
+        Some(n)
     }
 
     fn string(&mut self) -> Option<String> {
@@ -293,7 +315,8 @@ impl Seen {
     }
 }
 
-/// One entry object; its body is decoded into `bodies` and split off from it.
+/// One entry object; its body is decoded into the front of `bodies` (zeroed room for every
+/// body still to come) and split off from it.
 fn scan_entry(p: &mut Scan<'_>, bodies: &mut BytesMut) -> Option<DLedgerEntry> {
     let mut e = DLedgerEntry {
         body: Bytes::new(),
@@ -314,13 +337,8 @@ fn scan_entry(p: &mut Scan<'_>, bodies: &mut BytesMut) -> Option<DLedgerEntry> {
                 if p.peek()? == b'n' {
                     p.literal(b"null")?;
                 } else {
-                    // An escape or control character is outside the base64 alphabet, so
-                    // the decoder refuses it: no separate check over the body.
-                    let text = p.unchecked_str()?;
-                    let n = b64::decoded_len(text)?;
-                    bodies.resize(n, 0);
-                    b64::decode_into(text, &mut bodies[..])?;
-                    e.body = bodies.split().freeze();
+                    let n = p.base64_str(&mut bodies[..])?;
+                    e.body = bodies.split_to(n).freeze();
                 }
             }
             b"bodyCrc" => (seen.first(1)?, e.body_crc = p.int32()?).1,
@@ -352,8 +370,9 @@ pub(crate) fn decode_push_request(json: &[u8]) -> Option<PushEntryRequest> {
         term: -1,
         push_type: PushType::APPEND,
     };
-    // Every body is shorter than 3/4 of the text that encodes it: one allocation for all.
-    let mut bodies = BytesMut::with_capacity(json.len() / 4 * 3 + 4);
+    // Every body is shorter than 3/4 of the text that encodes it: one allocation for all,
+    // zeroed once, each body decoded into its front and split off.
+    let mut bodies = BytesMut::zeroed(json.len() / 4 * 3 + 4);
     let mut p = Scan { s: json, i: 0 };
     let mut seen = Seen::default();
     p.object(|p, key| {

@@ -14,6 +14,7 @@ use super::driver::{Control, Driver, Inbox, Outlets, Peer, Proposal};
 use super::error::{LedgerError, ProposeError};
 use super::log_adapter::StoreLog;
 use super::options::LedgerOptions;
+use super::push_cache::EntryJsonCache;
 use super::transport::{peer_task, PeerLiveness, RpcService};
 use super::types::{Committed, CommittedMark, LedgerRole, LedgerStatus, RoleState};
 use crate::core::{HardState, Node};
@@ -159,6 +160,7 @@ impl Ledger {
         });
 
         let mut peers = Vec::with_capacity(opts.peers.len());
+        let pushes = Arc::new(EntryJsonCache::default());
         for (id, paddr) in &opts.peers {
             let liveness = Arc::new(PeerLiveness::new(epoch));
             let tx = if *id == opts.self_id {
@@ -172,6 +174,7 @@ impl Ledger {
                     net_tx.clone(),
                     rpc_timeout,
                     liveness.clone(),
+                    pushes.clone(),
                 ));
                 Some(tx)
             };

@@ -10,6 +10,7 @@
 //!        │ Call                         ▲ Reply / Request(+oneshot)
 //!        ▼                              │
 //!   peer task per member (bounded queue, network IO only) ─► remoting client ─► peer
+//!        (PUSH entry objects encoded once for all followers: push_cache)
 //!   rpc server (remoting) ─ decodes DLedger bodies ─► network inbox ─► core ─► Respond
 //! ```
 //!
@@ -41,6 +42,7 @@ mod error;
 mod ledger;
 pub(crate) mod log_adapter;
 mod options;
+mod push_cache;
 mod transport;
 mod types;
 

@@ -18,6 +18,7 @@ use remoting::{
 };
 use tokio::sync::{mpsc, oneshot};
 
+use super::push_cache::EntryJsonCache;
 use super::types::LedgerStatus;
 use crate::core::messages::{Common, DLedgerCode, Request, Response};
 use crate::core::{CallFailure, CallId};
@@ -169,9 +170,14 @@ async fn call_once(
     addr: SocketAddr,
     out: OutCall,
     timeout: Duration,
+    pushes: Arc<EntryJsonCache>,
 ) -> (CallId, Result<Response, CallFailure>) {
     let code = out.req.request_code();
-    let cmd = RemotingCommand::request_empty(RequestCode(code)).with_body(out.req.encode_body());
+    let body = match &out.req {
+        Request::Push(r) => pushes.encode_push(r),
+        other => other.encode_body(),
+    };
+    let cmd = RemotingCommand::request_empty(RequestCode(code)).with_body(body);
     drop(out.req);
     let result = match client.invoke(addr, cmd, timeout).await {
         Ok(resp) if resp.response_code() == ResponseCode::SUCCESS => {
@@ -198,7 +204,8 @@ type CallFuture = std::pin::Pin<
 >;
 
 /// Network IO for one peer: takes calls from its bounded queue, keeps them in flight
-/// concurrently (the core bounds the window), and feeds outcomes to the driver.
+/// concurrently (the core bounds the window), and feeds outcomes to the driver. `pushes` is
+/// shared by the member's peer tasks (entries are encoded once for all followers).
 pub(crate) async fn peer_task(
     addr: SocketAddr,
     client: RemotingClient,
@@ -206,6 +213,7 @@ pub(crate) async fn peer_task(
     net_tx: mpsc::Sender<NetEvent>,
     timeout: Duration,
     liveness: Arc<PeerLiveness>,
+    pushes: Arc<EntryJsonCache>,
 ) {
     let mut inflight: FuturesUnordered<CallFuture> = FuturesUnordered::new();
     loop {
@@ -220,7 +228,7 @@ pub(crate) async fn peer_task(
                 }
             }
             next = calls.recv() => match next {
-                Some(out) => inflight.push(Box::pin(call_once(client.clone(), addr, out, timeout)) as CallFuture),
+                Some(out) => inflight.push(Box::pin(call_once(client.clone(), addr, out, timeout, pushes.clone())) as CallFuture),
                 None => return,
             },
         }
