@@ -2,8 +2,9 @@
 //!
 //! Options: `--seeds N` (per family, default 1000), `--start S` (first seed, default 0),
 //! `--family NAME` (repeatable; default all), `--bug NAME` (run a bug scenario and report the
-//! first seed that catches it), `--seed S` (one seed, verbose failure). Exit code 1 on any
-//! violation; the failing seed and a trace are printed.
+//! first seed that catches it), `--seed S` (one seed, verbose failure), `--trace N` (trace
+//! lines kept for a failure, default 400). Exit code 1 on any violation; the failing seed and
+//! a trace are printed.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -16,6 +17,7 @@ fn main() -> ExitCode {
     let mut start = 0u64;
     let mut families: Vec<String> = Vec::new();
     let mut bug: Option<String> = None;
+    let mut trace_lines: Option<usize> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut val = || it.next().cloned().unwrap_or_default();
@@ -28,6 +30,7 @@ fn main() -> ExitCode {
             }
             "--family" => families.push(val()),
             "--bug" => bug = Some(val()),
+            "--trace" => trace_lines = val().parse().ok(),
             other => {
                 eprintln!("unknown argument {other}");
                 return ExitCode::from(2);
@@ -35,10 +38,11 @@ fn main() -> ExitCode {
         }
     }
     if let Some(b) = bug {
-        let Some(opts) = bug_scenario(&b) else {
+        let Some(mut opts) = bug_scenario(&b) else {
             eprintln!("unknown bug {b}");
             return ExitCode::from(2);
         };
+        opts.trace_lines = trace_lines.unwrap_or(opts.trace_lines);
         let t = Instant::now();
         for s in start..start + seeds {
             if let Err(v) = run(s, &opts) {
@@ -58,10 +62,11 @@ fn main() -> ExitCode {
     }
     let mut failed = false;
     for f in &families {
-        let Some(opts) = family(f) else {
+        let Some(mut opts) = family(f) else {
             eprintln!("unknown family {f}");
             return ExitCode::from(2);
         };
+        opts.trace_lines = trace_lines.unwrap_or(opts.trace_lines);
         let t = Instant::now();
         let (mut acked, mut worst_gap, mut fails) = (0usize, 0u64, 0u64);
         for s in start..start + seeds {

@@ -4,12 +4,18 @@
 //! everywhere, forever), monotonic commit per incarnation, `committed <= end`, an acknowledged
 //! proposal is stored (and in sync-flush mode flushed) on a quorum when acknowledged, and log
 //! matching between any two replicas.
+//!
+//! Retention (SIM-09) deletes a log's prefix. Only committed entries may be deleted, and the
+//! checker holds every committed entry, so a log with `begin > 0` is checked as the *virtual*
+//! log "committed record below `begin`, its own entries from `begin`": log matching, prefix
+//! checks and acknowledged-entry checks then cover the deleted range too instead of skipping
+//! it (a stale entry kept below another member's `begin` is still caught).
 
 use bytes::Bytes;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::sim_log::SimLog;
-use crate::core::{Index, RaftLog, Term};
+use crate::core::{Index, LogEntry, RaftLog, Term};
 
 /// Global record the invariants are checked against.
 #[derive(Default)]
@@ -18,6 +24,9 @@ pub struct Checker {
     committed: BTreeMap<Index, (Term, Bytes)>,
     node_committed: Vec<Index>,
     acked: Vec<(Index, Bytes)>,
+    acked_set: BTreeSet<(Index, Bytes)>,
+    /// Entries some replica removed by TRUNCATE.
+    truncated: BTreeSet<(Index, Bytes)>,
     /// Elections seen (leaders of distinct terms).
     pub elections: usize,
 }
@@ -135,7 +144,13 @@ impl Checker {
         logs: &[Option<&L>],
         sync_flush: bool,
     ) -> Result<(), String> {
+        let committed_here = self.committed.get(&index).is_some_and(|(_, b)| b == body);
         let holds = |l: &L| {
+            if index < l.begin_index() {
+                // Deleted by retention: only committed entries may be, so it is held iff the
+                // committed entry at `index` is this body.
+                return committed_here;
+            }
             entry_of(l, index).is_some_and(|(_, b)| b == *body)
                 && (!sync_flush || l.flushed_index() >= index)
         };
@@ -152,46 +167,167 @@ impl Checker {
                 logs.iter().map(|l| l.and_then(|l| l.term_at(index))).collect::<Vec<_>>()
             ));
         }
+        if self.truncated.contains(&(index, body.clone())) {
+            return Err(format!(
+                "acked entry {index} was truncated from a replica before it was acknowledged"
+            ));
+        }
+        self.acked_set.insert((index, body.clone()));
         self.acked.push((index, body.clone()));
         Ok(())
     }
 
-    /// Every acknowledged entry is still in `log` (the final leader's).
+    /// Every acknowledged entry is still in `log` (the final leader's), or was deleted by
+    /// retention as the committed entry at its index.
     pub fn check_acked_in(&self, log: &impl RaftLog) -> Result<(), String> {
         for (i, b) in &self.acked {
-            if *i >= log.begin_index() && entry_of(log, *i).map(|e| e.1).as_ref() != Some(b) {
+            if self.virtual_entry(log, *i).map(|e| e.1).as_ref() != Some(b) {
+                let how = if *i < log.begin_index() {
+                    "deleted by retention without being the committed entry"
+                } else {
+                    "lost from the final leader's log"
+                };
+                return Err(format!("acknowledged entry {i} {how}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The entry of `log`'s virtual log at `index` (module docs): the committed record below
+    /// `begin`, the log's own entry from `begin`.
+    pub fn virtual_entry(&self, log: &impl RaftLog, index: Index) -> Option<(Term, Bytes)> {
+        if index < log.begin_index() {
+            self.committed.get(&index).cloned()
+        } else {
+            entry_of(log, index)
+        }
+    }
+
+    /// Node `node` is about to delete its entries below `below` (retention): only entries it
+    /// has committed may go, and the checker must know each of them.
+    pub fn on_retention(
+        &self,
+        node: usize,
+        below: Index,
+        committed: Index,
+        log: &impl RaftLog,
+    ) -> Result<(), String> {
+        if below > committed + 1 {
+            return Err(format!(
+                "sim: n{node} would delete below {below} past its committed {committed}"
+            ));
+        }
+        for i in log.begin_index()..below.min(log.end_index() + 1) {
+            if self.committed.get(&i) != entry_of(log, i).as_ref() {
                 return Err(format!(
-                    "acknowledged entry {i} lost from the final leader's log"
+                    "sim: n{node} would delete entry {i}, which is not the committed one"
                 ));
             }
         }
         Ok(())
     }
 
+    /// TRUNCATE removed `removed` from node `node`: none of them may be committed or acked
+    /// (RELIABILITY R7/SIM-11), and none may be acknowledged later.
+    pub fn on_truncated(&mut self, node: usize, removed: &[LogEntry]) -> Result<(), String> {
+        for e in removed {
+            if self.committed.get(&e.index) == Some(&(e.term, e.body.clone())) {
+                return Err(format!(
+                    "n{node} truncated its committed entry {} (term {})",
+                    e.index, e.term
+                ));
+            }
+            let key = (e.index, e.body.clone());
+            if self.acked_set.contains(&key) {
+                return Err(format!(
+                    "n{node} truncated the acknowledged entry {} (term {})",
+                    e.index, e.term
+                ));
+            }
+            self.truncated.insert(key);
+        }
+        Ok(())
+    }
+
+    /// `follower`'s virtual log is a prefix of `leader`'s (after a TRUNCATE; SIM-11).
+    pub fn check_prefix<L: RaftLog>(&self, follower: &L, leader: &L) -> Result<(), String> {
+        let (fe, le) = (follower.end_index(), leader.end_index());
+        if fe > le {
+            return Err(format!(
+                "after TRUNCATE the follower's end {fe} is past the leader's end {le}"
+            ));
+        }
+        let from = follower.begin_index().min(leader.begin_index()).max(0);
+        for i in from..=fe {
+            let (f, l) = (
+                self.virtual_entry(follower, i),
+                self.virtual_entry(leader, i),
+            );
+            if f.is_some() && l.is_some() && f != l {
+                return Err(format!(
+                    "after TRUNCATE the follower's entry {i} (term {:?}) differs from the leader's (term {:?}); follower [{}, {fe}], leader [{}, {le}]",
+                    f.map(|e| e.0),
+                    l.map(|e| e.0),
+                    follower.begin_index(),
+                    leader.begin_index()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The first index at which `follower` needs an entry from `leader`: its first entry that
+    /// differs from the leader's virtual log, else its end + 1 (SIM-09's "next entry").
+    pub fn next_needed<L: RaftLog>(&self, follower: &L, leader: &L) -> Index {
+        let from = follower.begin_index().max(0);
+        for i in from..=follower.end_index() {
+            if entry_of(follower, i) != self.virtual_entry(leader, i) {
+                return i;
+            }
+        }
+        follower.end_index() + 1
+    }
+
+    /// Log matching (module docs: virtual logs): if two logs hold an entry with the same
+    /// index and term, they are identical up to it.
+    pub fn log_matching<L: RaftLog>(&self, a: &L, b: &L) -> Result<(), String> {
+        let lo = a.begin_index().min(b.begin_index()).max(0);
+        let hi = a.end_index().min(b.end_index());
+        let mut i = hi;
+        while i >= lo {
+            let (ta, tb) = (self.virtual_term(a, i), self.virtual_term(b, i));
+            if ta.is_some() && ta == tb {
+                break;
+            }
+            i -= 1;
+        }
+        for j in lo..=i {
+            let (ea, eb) = (self.virtual_entry(a, j), self.virtual_entry(b, j));
+            if ea.is_some() && eb.is_some() && ea != eb {
+                return Err(format!(
+                    "log matching: logs agree on the term at {i} but differ at {j} (terms {:?} / {:?}; ranges [{}, {}] / [{}, {}])",
+                    ea.map(|e| e.0),
+                    eb.map(|e| e.0),
+                    a.begin_index(),
+                    a.end_index(),
+                    b.begin_index(),
+                    b.end_index()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn virtual_term(&self, log: &impl RaftLog, index: Index) -> Option<Term> {
+        if index < log.begin_index() {
+            self.committed.get(&index).map(|e| e.0)
+        } else {
+            log.term_at(index)
+        }
+    }
+
     /// Number of acknowledged proposals.
     pub fn acked(&self) -> usize {
         self.acked.len()
     }
-}
-
-/// Log matching: if two logs hold an entry with the same index and term, they are identical
-/// up to it.
-pub fn log_matching<L: RaftLog>(a: &L, b: &L) -> Result<(), String> {
-    let lo = a.begin_index().max(b.begin_index());
-    let hi = a.end_index().min(b.end_index());
-    let mut i = hi;
-    while i >= lo {
-        if a.term_at(i) == b.term_at(i) {
-            break;
-        }
-        i -= 1;
-    }
-    for j in lo..=i {
-        if entry_of(a, j) != entry_of(b, j) {
-            return Err(format!(
-                "log matching: logs agree on the term at {i} but differ at {j}"
-            ));
-        }
-    }
-    Ok(())
 }

@@ -1,6 +1,6 @@
 //! Named scenario families (RELIABILITY.md §6(a)), shared by the tests and the `sim` binary.
 
-use super::world::SimOptions;
+use super::world::{Scenario, SimOptions};
 use crate::core::BugInjection;
 
 /// Every family name, in the order the binary runs them.
@@ -19,6 +19,9 @@ pub const FAMILIES: &[&str] = &[
     "power_loss_store",
     "rejoin",
     "clock_drift",
+    "retention",
+    "push_bookkeeping",
+    "truncation",
 ];
 
 /// The options of family `name` with `nodes` overridden when the name does not fix it.
@@ -110,6 +113,30 @@ pub fn family(name: &str) -> Option<SimOptions> {
             fault_ms: 12_000,
             heal_ms: 8_000,
             propose_interval_ms: 50,
+            ..d
+        },
+        // SIM-09: a follower down while the others delete old entries; back intact or empty.
+        "retention" => SimOptions {
+            scenario: Scenario::LaggingRetention {
+                divergent_over_begin: true,
+            },
+            fault_ms: 12_000,
+            heal_ms: 10_000,
+            ..d
+        },
+        // SIM-10: push responses delayed past maxPushTimeOutMs or dropped; batch on/off.
+        "push_bookkeeping" => SimOptions {
+            scenario: Scenario::PushBookkeeping,
+            fault_ms: 10_000,
+            heal_ms: 10_000,
+            ..d
+        },
+        // SIM-11: cut-off leaders leave divergent suffixes that later leaders truncate.
+        "truncation" => SimOptions {
+            nodes: 5,
+            scenario: Scenario::Truncation,
+            fault_ms: 12_000,
+            heal_ms: 8_000,
             ..d
         },
         _ => return None,

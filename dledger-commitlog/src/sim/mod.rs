@@ -10,9 +10,15 @@
 //! 4 KiB pages and the restart runs the store's recovery scan. Power loss is only injected in
 //! sync-flush mode, where acks wait for flushes. Disks can be slow or full.
 //!
+//! Some catalogue entries need a scripted schedule rather than random faults
+//! ([`world::Scenario`]): SIM-09 a lagging follower while the others run retention, SIM-10
+//! delayed/dropped PUSH responses, SIM-11 divergent suffixes cut by TRUNCATE.
+//!
 //! Invariants are checked after every event ([`checker`]); after the fault phase everything is
-//! healed and the group must converge (liveness). A failure carries the seed and the last trace
-//! lines of a verbose replay.
+//! healed and the group must converge (liveness): every live follower holds the leader's log and
+//! the leader's match index for it is its end, or (only when the leader has deleted the
+//! follower's next entry) the leader marks it needs-reinstall. A failure carries the seed and
+//! the last trace lines of a verbose replay.
 
 #![cfg(feature = "sim")]
 
@@ -23,4 +29,4 @@ pub mod sim_log;
 pub mod world;
 
 pub use families::{bug_scenario, family, BUGS, FAMILIES};
-pub use world::{run, Outcome, SimOptions, Violation};
+pub use world::{run, Outcome, Scenario, SimOptions, Violation};

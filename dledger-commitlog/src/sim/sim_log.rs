@@ -26,9 +26,15 @@ pub trait SimLog: RaftLog + Sized {
     fn flushed_index(&self) -> Index;
     /// Refuse (or accept again) appends for lack of space; false if unsupported.
     fn set_disk_full(&mut self, on: bool) -> bool;
+    /// Delete the entries below `index` as retention does; false if unsupported.
+    fn delete_before(&mut self, index: Index) -> bool;
     /// Every retained entry (for final checks).
     fn all_entries(&self) -> Vec<LogEntry> {
-        let from = self.begin_index();
+        self.entries_from(self.begin_index())
+    }
+    /// The retained entries from `from` (clamped to `begin`) through the end.
+    fn entries_from(&self, from: Index) -> Vec<LogEntry> {
+        let from = from.max(self.begin_index());
         if self.end_index() < from {
             return Vec::new();
         }
@@ -60,6 +66,10 @@ impl SimLog for MemLog {
     }
     fn set_disk_full(&mut self, on: bool) -> bool {
         self.disk_full = on;
+        true
+    }
+    fn delete_before(&mut self, index: Index) -> bool {
+        MemLog::delete_before(self, index);
         true
     }
 }
@@ -189,6 +199,9 @@ impl SimLog for StoreSimLog {
         self.flushed.min(self.end_index())
     }
     fn set_disk_full(&mut self, _on: bool) -> bool {
+        false
+    }
+    fn delete_before(&mut self, _index: Index) -> bool {
         false
     }
 }

@@ -7,14 +7,41 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::fmt;
 
-use super::checker::{log_matching, Checker};
+mod push_faults;
+mod retention;
+mod truncation;
+
+use super::checker::Checker;
 use super::network::{Chaos, Links, PartitionKind};
 use super::sim_log::{SimLog, StoreSimLog};
-use crate::core::messages::{Request, Response};
+use crate::core::messages::{DLedgerCode, PushType, Request, Response};
 use crate::core::{
-    Action, BugInjection, CallId, CoreConfig, HardState, Index, Input, MemLog, Node, RequestId,
-    Role,
+    Action, BugInjection, CallId, CoreConfig, HardState, Index, Input, LogEntry, MemLog, Node,
+    RequestId, Role,
 };
+use push_faults::PushFaultScript;
+use retention::RetentionScript;
+use truncation::TruncationScript;
+
+/// Scripted fault schedules of catalogue entries that need a particular sequence of events
+/// rather than random faults (RELIABILITY.md §6(a)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Scenario {
+    /// Random faults as the other options select.
+    #[default]
+    Random,
+    /// SIM-09: a follower is down while the others delete old entries (retention); it comes
+    /// back with its log intact (sometimes a deposed leader's divergent log) or empty.
+    /// `divergent_over_begin`: whether a deposed follower's divergent suffix may reach the
+    /// leader's new begin (the case of an open R11 bug, see tests/sim.rs).
+    LaggingRetention { divergent_over_begin: bool },
+    /// SIM-10: push responses delayed past `maxPushTimeOutMs` or dropped while pushes keep
+    /// arriving.
+    PushBookkeeping,
+    /// SIM-11: leaders partitioned into a minority keep accepting proposals they cannot
+    /// commit, leaving divergent suffixes of random lengths that later leaders truncate.
+    Truncation,
+}
 
 /// What a run exercises. `Default` is a calm 3-node group.
 #[derive(Clone, Debug)]
@@ -48,6 +75,8 @@ pub struct SimOptions {
     pub isolate_follower: bool,
     /// Crashes always hit the leader and never take down a majority (failover timing).
     pub kill_leader_only: bool,
+    /// A scripted schedule instead of random faults.
+    pub scenario: Scenario,
     /// Historical bugs to re-inject (SIM-17).
     pub bugs: BugInjection,
     /// Keep a readable trace (used when replaying a failure).
@@ -74,6 +103,7 @@ impl Default for SimOptions {
             clock_drift: false,
             isolate_follower: false,
             kill_leader_only: false,
+            scenario: Scenario::Random,
             bugs: BugInjection::default(),
             verbose: false,
             trace_lines: 400,
@@ -96,6 +126,19 @@ pub struct Outcome {
     /// Longest time without a leader during the run (ms).
     pub longest_leaderless_ms: u64,
     pub events: u64,
+    /// Conflicting entries removed from replicas by TRUNCATE.
+    pub truncated_entries: usize,
+    /// Followers the final leader marks as needing a reinstall (their next entry is deleted).
+    pub reinstall_followers: usize,
+    /// Time from the heal until every live follower's match index (the leader's view) first
+    /// reached the leader's end, if it did.
+    pub catch_up_after_heal_ms: Option<u64>,
+    /// SIM-09: most COMPARE/TRUNCATE pushes the lagging follower got in one virtual second.
+    pub max_repair_pushes_per_s: usize,
+    /// REPEATED_PUSH answers during the run.
+    pub repeated_pushes: usize,
+    /// SIM-10: PUSH responses dropped or delayed by the fault windows.
+    pub faulted_push_responses: usize,
     /// Last trace lines (verbose runs only).
     pub trace: Vec<String>,
 }
@@ -186,6 +229,14 @@ struct World<L: SimLog> {
     refused: Vec<Bytes>,
     elections_at_heal: usize,
     elections_at_startup: Option<usize>,
+    retention: Option<RetentionScript>,
+    push_faults: Option<PushFaultScript>,
+    truncation: Option<TruncationScript>,
+    truncated_entries: usize,
+    repeated_pushes: usize,
+    catch_up_after_heal_ms: Option<u64>,
+    /// The push request being handled and the code it was answered with (TRUNCATE checks).
+    watched_request: Option<(RequestId, Option<DLedgerCode>)>,
 }
 
 const TICK_MS: u64 = 10;
@@ -202,7 +253,10 @@ impl<L: SimLog> World<L> {
         } else {
             Chaos::calm()
         };
-        let batch_push = rng.next_u64() & 1 == 0;
+        let mut batch_push = rng.next_u64() & 1 == 0;
+        if opts.scenario == Scenario::PushBookkeeping {
+            batch_push = seed.is_multiple_of(2); // SIM-10: exactly half the seeds batch
+        }
         let n = opts.nodes;
         let slow = if opts.slow_disk {
             Some((rng.next_u64() % n as u64) as usize)
@@ -235,6 +289,19 @@ impl<L: SimLog> World<L> {
             refused: Vec::new(),
             elections_at_heal: 0,
             elections_at_startup: None,
+            retention: match opts.scenario {
+                Scenario::LaggingRetention {
+                    divergent_over_begin,
+                } => Some(RetentionScript::new(divergent_over_begin)),
+                _ => None,
+            },
+            push_faults: (opts.scenario == Scenario::PushBookkeeping)
+                .then(PushFaultScript::default),
+            truncation: (opts.scenario == Scenario::Truncation).then(TruncationScript::default),
+            truncated_entries: 0,
+            repeated_pushes: 0,
+            catch_up_after_heal_ms: None,
+            watched_request: None,
             opts,
         };
         for i in 0..n {
@@ -350,7 +417,7 @@ impl<L: SimLog> World<L> {
             .map_err(|e| self.fail(e))?;
         let s = &mut self.slots[i];
         s.down_log = Some(restarted);
-        s.restart_at_ms = self.now + restart_after_ms;
+        s.restart_at_ms = self.now.saturating_add(restart_after_ms);
         let kept = s.down_log.as_ref().map_or(-1, |l| l.end_index());
         self.note(|| {
             format!("n{i} CRASH power={power} kept_end={kept} restart_in={restart_after_ms}ms")
@@ -362,8 +429,37 @@ impl<L: SimLog> World<L> {
         if !self.links.allows(from, to) {
             return;
         }
+        // SIM-10: extra delay of each copy of a PUSH request or response (none: dropped).
+        let copies = match (&msg, self.push_faults.as_mut()) {
+            (
+                Msg::Rep {
+                    resp: Response::Push(_),
+                    ..
+                },
+                Some(s),
+            ) => s.response_fates(from, &mut self.rng),
+            (
+                Msg::Req {
+                    req: Request::Push(_),
+                    ..
+                },
+                Some(s),
+            ) => s.request_fates(to, &mut self.rng),
+            _ => vec![0],
+        };
+        if copies.is_empty() {
+            self.note(|| format!("n{from} -> n{to} push reply DROPPED"));
+            return;
+        }
         let inc = self.slots[to].inc;
-        for d in self.chaos.deliveries(&mut self.rng) {
+        let delays: Vec<u64> = copies
+            .iter()
+            .flat_map(|extra| {
+                let base = self.chaos.deliveries(&mut self.rng);
+                base.into_iter().map(move |d| d + extra)
+            })
+            .collect();
+        for d in delays {
             let msg2 = match &msg {
                 Msg::Req {
                     from,
@@ -423,6 +519,12 @@ impl<L: SimLog> World<L> {
                 };
                 self.digest = fnv(self.digest, (to as u64) << 32 | call);
                 self.note(|| format!("n{i} -> n{to} call#{call} {}", short_req(&req)));
+                let now = self.now;
+                let counted = self
+                    .retention
+                    .as_mut()
+                    .map_or(Ok(()), |s| s.on_call(now, to, &req));
+                counted.map_err(|e| self.fail(e))?;
                 let from_inc = self.slots[i].inc;
                 self.send(
                     i,
@@ -436,6 +538,22 @@ impl<L: SimLog> World<L> {
                 );
             }
             Action::Respond { id, resp } => {
+                if let Response::Push(p) = &resp {
+                    if let Some((watched, code)) = self.watched_request.as_mut() {
+                        if *watched == id {
+                            *code = Some(p.code);
+                        }
+                    }
+                    if p.code == DLedgerCode::REPEATED_PUSH {
+                        self.repeated_pushes += 1;
+                        let now = self.now;
+                        let late = self
+                            .push_faults
+                            .as_mut()
+                            .map_or(Ok(()), |s| s.on_repeated_push(now, self.opts.fault_ms, i));
+                        late.map_err(|e| self.fail(e))?;
+                    }
+                }
                 if let Some((to, to_inc, call)) = self.requests.remove(&id) {
                     self.note(|| format!("n{i} => n{to} reply#{call} {}", short_resp(&resp)));
                     if self.slots[to].inc == to_inc {
@@ -537,7 +655,32 @@ impl<L: SimLog> World<L> {
                 let id = self.next_request;
                 self.next_request += 1;
                 self.requests.insert(id, (from, from_inc, call));
-                self.step(to, |n, now| n.handle(now, Input::Request { id, req }))
+                let truncate = match &req {
+                    Request::Push(p) if p.push_type == PushType::TRUNCATE => {
+                        Some((p.first_index(), p.term))
+                    }
+                    _ => None,
+                };
+                let Some((first, term)) = truncate else {
+                    return self.step(to, |n, now| n.handle(now, Input::Request { id, req }));
+                };
+                let before: Vec<LogEntry> = self.slots[to]
+                    .node
+                    .as_ref()
+                    .map(|n| n.log().entries_from(first))
+                    .unwrap_or_default();
+                self.watched_request = Some((id, None));
+                self.step(to, |n, now| n.handle(now, Input::Request { id, req }))?;
+                let code = self.watched_request.take().and_then(|w| w.1);
+                self.after_truncate(truncation::TruncateSeen {
+                    follower: to,
+                    leader: from,
+                    leader_inc: from_inc,
+                    first,
+                    term,
+                    before,
+                    code,
+                })
             }
             Msg::Rep { call, resp } => self.step(to, |n, now| {
                 n.handle(
@@ -556,6 +699,11 @@ impl<L: SimLog> World<L> {
             Some(l) => l,
             None => (self.rng.next_u64() % self.opts.nodes as u64) as usize,
         };
+        self.propose_to(target)
+    }
+
+    /// One client proposal sent to node `target`.
+    fn propose_to(&mut self, target: usize) -> Result<(), Violation> {
         let id = self.next_proposal;
         self.next_proposal += 1;
         let pad = (self.rng.next_u64() % 64) as usize;
@@ -705,6 +853,7 @@ impl<L: SimLog> World<L> {
                     self.partition_until = 0;
                     self.note(|| "partition healed".to_string());
                 }
+                self.script_tick()?;
                 if !isolation_applied && !self.healed && t >= 1_000 {
                     isolation_applied = true;
                     let leader = self.current_leader().unwrap_or(0);
@@ -741,6 +890,7 @@ impl<L: SimLog> World<L> {
                     self.step(i, |nd, now| nd.tick(now))?;
                 }
                 self.track_leaderless();
+                self.track_catch_up();
                 continue;
             }
             if t == next_propose {
@@ -752,7 +902,8 @@ impl<L: SimLog> World<L> {
             }
             if t == next_fault {
                 next_fault += 500 + self.rng.next_u64() % 2_500;
-                if !self.healed && !self.opts.isolate_follower {
+                let random = self.opts.scenario == Scenario::Random;
+                if !self.healed && !self.opts.isolate_follower && random {
                     self.inject_fault()?;
                 }
                 continue;
@@ -777,6 +928,74 @@ impl<L: SimLog> World<L> {
         }
     }
 
+    /// Run the scripted scenario's schedule for this tick.
+    fn script_tick(&mut self) -> Result<(), Violation> {
+        if let Some(mut s) = self.retention.take() {
+            let r = s.tick(self);
+            self.retention = Some(s);
+            r?;
+        }
+        if let Some(mut s) = self.push_faults.take() {
+            s.tick(self);
+            self.push_faults = Some(s);
+        }
+        if let Some(mut s) = self.truncation.take() {
+            let r = s.tick(self);
+            self.truncation = Some(s);
+            r?;
+        }
+        Ok(())
+    }
+
+    /// After the heal: the first time every live follower's match index (as the leader
+    /// sees it) reaches the leader's end; followers marked for reinstall are exempt.
+    fn track_catch_up(&mut self) {
+        if !self.healed || self.catch_up_after_heal_ms.is_some() {
+            return;
+        }
+        let Some(l) = self.current_leader() else {
+            return;
+        };
+        let Some(leader) = self.slots[l].node.as_ref() else {
+            return;
+        };
+        let end = leader.log().end_index();
+        let all = self.slots.iter().enumerate().all(|(i, s)| {
+            let name = format!("n{i}");
+            i == l
+                || s.node.is_none()
+                || leader.needs_reinstall(&name)
+                || leader.match_index(&name) == Some(end)
+        });
+        if all {
+            self.catch_up_after_heal_ms = Some(self.now - self.opts.fault_ms);
+        }
+    }
+
+    /// The pass criteria of the scripted scenarios that are not invariants.
+    fn scenario_final_checks(&self) -> Result<(), Violation> {
+        if let Some(s) = &self.retention {
+            s.final_check(self.now).map_err(|e| self.fail(e))?;
+        }
+        if self.push_faults.is_some() {
+            match self.catch_up_after_heal_ms {
+                Some(ms) if ms <= push_faults::CATCH_UP_LIMIT_MS => {}
+                other => {
+                    return Err(self.fail(format!(
+                        "SIM-10: followers' match indexes reached the leader's end {other:?} ms after the faults stopped (limit {} ms)",
+                        push_faults::CATCH_UP_LIMIT_MS
+                    )))
+                }
+            }
+        }
+        if let Some(s) = &self.truncation {
+            if s.rounds == 0 {
+                return Err(self.fail("SIM-11: no partition round ran".into()));
+            }
+        }
+        Ok(())
+    }
+
     fn check_logs(&self) -> Result<(), Violation> {
         let logs: Vec<&L> = self
             .slots
@@ -785,7 +1004,9 @@ impl<L: SimLog> World<L> {
             .collect();
         for a in 0..logs.len() {
             for b in a + 1..logs.len() {
-                log_matching(logs[a], logs[b]).map_err(|e| self.fail(e))?;
+                self.checker
+                    .log_matching(logs[a], logs[b])
+                    .map_err(|e| self.fail(e))?;
             }
         }
         Ok(())
@@ -793,6 +1014,7 @@ impl<L: SimLog> World<L> {
 
     fn final_checks(&mut self) -> Result<Outcome, Violation> {
         self.check_logs()?;
+        self.scenario_final_checks()?;
         let Some(l) = self.current_leader() else {
             return Err(self.fail("liveness: no leader after healing".into()));
         };
@@ -809,10 +1031,41 @@ impl<L: SimLog> World<L> {
                 "liveness: leader n{l} committed {committed} != end {end} after healing"
             )));
         }
+        let mut reinstall = 0;
         for (i, s) in self.slots.iter().enumerate() {
             let Some(node) = s.node.as_ref() else {
                 continue;
             };
+            let name = format!("n{i}");
+            let need = self.checker.next_needed(node.log(), leader.log());
+            let begin = leader.log().begin_index();
+            if leader.needs_reinstall(&name) {
+                // R11: the mark is right only when the leader really lacks the next entry.
+                if need >= begin {
+                    return Err(self.fail(format!(
+                        "n{i} is marked needs-reinstall but leader n{l} still holds its next entry {need} (begin {begin})"
+                    )));
+                }
+                if node.term() != term {
+                    return Err(self.fail(format!(
+                        "n{i} (needs reinstall) is at term {} not the leader's {term}",
+                        node.term()
+                    )));
+                }
+                reinstall += 1;
+                continue;
+            }
+            if need < begin {
+                return Err(self.fail(format!(
+                    "R11: n{i} needs entry {need}, below leader n{l}'s begin {begin}, but is not marked needs-reinstall"
+                )));
+            }
+            if i != l && leader.match_index(&name) != Some(end) {
+                return Err(self.fail(format!(
+                    "push bookkeeping: leader n{l} has match index {:?} for n{i}, not its end {end}, after healing",
+                    leader.match_index(&name)
+                )));
+            }
             if node.term() != term
                 || node.log().end_index() != end
                 || node.committed_index() != committed
@@ -862,6 +1115,12 @@ impl<L: SimLog> World<L> {
             elections_after_heal: self.checker.elections - self.elections_at_heal,
             longest_leaderless_ms: self.longest_leaderless_ms,
             events: self.event_count,
+            truncated_entries: self.truncated_entries,
+            reinstall_followers: reinstall,
+            catch_up_after_heal_ms: self.catch_up_after_heal_ms,
+            max_repair_pushes_per_s: self.retention.as_ref().map_or(0, |s| s.max_per_second),
+            repeated_pushes: self.repeated_pushes,
+            faulted_push_responses: self.push_faults.as_ref().map_or(0, |s| s.faulted),
             trace: self.trace.iter().cloned().collect(),
         })
     }
