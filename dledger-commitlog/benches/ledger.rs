@@ -9,10 +9,11 @@
 //! `cpu_ticks_split`), and
 //! the 3-member / 1-member throughput ratio.
 //!
-//! `LEDGER_BENCH_DIAG=1` instead runs only the 3-member group at 1 KiB / 256 in flight and
-//! prints a 50 ms time series (commits, worst latency, CPU of the preallocation, flush and
-//! worker threads, dirty/writeback memory, runnable tasks, files) to find where stalls come
-//! from.
+//! `LEDGER_BENCH_DIAG=1` instead runs only the 3-member group at 1 KiB / 256 in flight (once
+//! the first files are populated) and prints a 50 ms time series (commits, worst latency, CPU
+//! of the preallocation, flush and worker threads, dirty/writeback memory, runnable tasks,
+//! files) to find where stalls come from. `LEDGER_BENCH_SEGMENT_MIB` sets the data file size
+//! (default 64 MiB; with a file larger than a run writes, no file is created while measuring).
 
 #![allow(clippy::unwrap_used)] // tests and benches may unwrap
 
@@ -108,6 +109,36 @@ fn count_files(dir: &std::path::Path) -> usize {
 /// Clock ticks per second (USER_HZ); 100 on Linux.
 const TICKS_PER_SEC: f64 = 100.0;
 
+/// Data file size in MiB (`LEDGER_BENCH_SEGMENT_MIB`, default 64).
+fn segment_mib() -> u64 {
+    std::env::var("LEDGER_BENCH_SEGMENT_MIB")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(64)
+}
+
+/// Waits (up to 60 s) until the preallocation threads have been idle for 300 ms: new files
+/// are populated in the background, and this run should not measure that.
+async fn wait_prealloc_idle() {
+    let busy = || -> u64 {
+        thread_ticks()
+            .iter()
+            .filter(|(n, _)| n.starts_with("dledger-preall"))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = busy();
+    while Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = busy();
+        if now == last {
+            return;
+        }
+        last = now;
+    }
+}
+
 async fn start_group(dir: &std::path::Path, n: usize) -> (Vec<Ledger>, usize) {
     let ls: Vec<TcpListener> = (0..n)
         .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
@@ -126,7 +157,7 @@ async fn start_group(dir: &std::path::Path, n: usize) -> (Vec<Ledger>, usize) {
             peers.clone(),
             dir.join(format!("dledger-{id}")),
         );
-        o.store.data_segment_bytes = 64 << 20;
+        o.store.data_segment_bytes = segment_mib() << 20;
         o.store.index_segment_bytes = 4 << 20;
         nodes.push(Ledger::start(o).await.unwrap());
     }
@@ -144,12 +175,15 @@ async fn start_group(dir: &std::path::Path, n: usize) -> (Vec<Ledger>, usize) {
 }
 
 async fn measure(leader: &Ledger, body_len: usize, proposers: usize, secs: f64) -> Point {
-    let body = Bytes::from(vec![b'm'; body_len]);
+    let body = vec![b'm'; body_len];
     let stop = Arc::new(AtomicBool::new(false));
     let warmup = Duration::from_millis(300);
     let mut tasks = Vec::new();
     for _ in 0..proposers {
-        let (l, b, stop) = (leader.clone(), body.clone(), stop.clone());
+        // Each proposer has its own buffer: clones of one shared `Bytes` in every proposal
+        // would make all threads contend on one reference count (real messages have their
+        // own buffers).
+        let (l, b, stop) = (leader.clone(), Bytes::from(body.clone()), stop.clone());
         tasks.push(tokio::spawn(async move {
             let mut lat: Vec<u32> = Vec::with_capacity(1 << 16);
             let mut busy = 0u64;
@@ -237,9 +271,15 @@ fn main() {
     rt.block_on(async {
         let dir1 = tempfile::tempdir().unwrap();
         let dir3 = tempfile::tempdir().unwrap();
-        let (one, l1) = start_group(dir1.path(), 1).await;
+        let diag = std::env::var("LEDGER_BENCH_DIAG").is_ok();
+        let (one, l1) = if diag {
+            (Vec::new(), 0)
+        } else {
+            start_group(dir1.path(), 1).await
+        };
         let (three, l3) = start_group(dir3.path(), 3).await;
-        if std::env::var("LEDGER_BENCH_DIAG").is_ok() {
+        if diag {
+            wait_prealloc_idle().await;
             // Time series of the 3-member group at 1 KiB / 256 in flight, one line per 50 ms:
             // where do the slow commits come from? Thread CPU in ms per window (prealloc,
             // flush, tokio workers), dirty/writeback MiB, runnable tasks on the machine,
