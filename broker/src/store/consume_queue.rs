@@ -4,23 +4,26 @@
 //! lives at byte `n * 20` of the queue's address space.
 //!
 //! Concurrency: one writer (the dispatcher; appends and truncation also serialize on an
-//! internal mutex) and many readers (pull). The writer publishes the new end with a release
-//! store after the unit's bytes are written; readers only read below the published end, using
-//! positioned reads on a cloned file handle, so no lock is held while reading.
+//! internal mutex) and many readers (pull). Files are memory-mapped and fully allocated when
+//! opened (see `mapped_words`): an append is five word stores, no syscall. The writer
+//! publishes the new end with a release store after the unit's words are written; readers
+//! only read below the published end (acquire), so no lock is held while reading.
 //!
 //! Recovery: files are scanned from the last one backwards; the end is the first unit whose
 //! size is not positive. Java's "pre-blank" units (`0, i32::MAX, 0`) fill a file before the
 //! first real unit of a queue that starts at a non-zero offset; they count as written but lie
 //! below the minimum offset.
 
-use std::fs::{self, File, OpenOptions};
-use std::os::unix::fs::FileExt;
+use std::borrow::Borrow;
+use std::fs::{self, OpenOptions};
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use dashmap::DashMap;
 
+use super::mapped_words::MappedWords;
 use super::StoreError;
 
 /// Bytes per unit.
@@ -106,12 +109,45 @@ pub enum TimeBoundary {
     Upper,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Segment {
     /// Queue byte offset of the file's first byte.
     start: u64,
-    file: Arc<File>,
+    map: MappedWords,
     path: PathBuf,
+}
+
+impl Segment {
+    /// Maps an open file of `file_size` bytes, allocating all of it.
+    fn map(path: PathBuf, start: u64, file: fs::File, file_size: u64) -> Result<Self, StoreError> {
+        let map = MappedWords::map(file, file_size).map_err(StoreError::io(&path))?;
+        map.reserve(0, file_size).map_err(StoreError::io(&path))?;
+        Ok(Segment { start, map, path })
+    }
+
+    fn read_unit(&self, in_file: u64) -> CqUnit {
+        let at = in_file as usize;
+        CqUnit {
+            physical_offset: self.map.load_i64(at),
+            size: self.map.load_i32(at + 8),
+            tag_code: self.map.load_i64(at + 12),
+        }
+    }
+
+    fn write_unit(&self, in_file: u64, u: &CqUnit) -> Result<(), StoreError> {
+        let at = in_file as usize;
+        let ok = self.map.store_i64(at, u.physical_offset)
+            && self.map.store_i32(at + 8, u.size)
+            && self.map.store_i64(at + 12, u.tag_code);
+        if ok {
+            Ok(())
+        } else {
+            Err(StoreError::Invalid(format!(
+                "consume-queue unit at {in_file} outside {}",
+                self.path.display()
+            )))
+        }
+    }
 }
 
 /// One consume queue.
@@ -121,7 +157,7 @@ pub struct ConsumeQueue {
     queue_id: i32,
     dir: PathBuf,
     file_size: u64,
-    segments: RwLock<Vec<Segment>>,
+    segments: RwLock<Vec<Arc<Segment>>>,
     /// Logical end (next offset to be written), published with Release.
     max_offset: AtomicI64,
     min_offset: AtomicI64,
@@ -212,11 +248,7 @@ impl ConsumeQueue {
                         file.set_len(self.file_size)
                             .map_err(StoreError::io(&path))?;
                     }
-                    segs.push(Segment {
-                        start,
-                        file: Arc::new(file),
-                        path,
-                    });
+                    segs.push(Arc::new(Segment::map(path, start, file, self.file_size)?));
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -239,9 +271,8 @@ impl ConsumeQueue {
                 end_pos = Some(last.start + n * CQ_UNIT_SIZE as u64);
                 break;
             }
-            let dead = segs.pop().map(|s| s.path);
-            if let Some(p) = dead {
-                fs::remove_file(&p).map_err(StoreError::io(&p))?;
+            if let Some(dead) = segs.pop() {
+                fs::remove_file(&dead.path).map_err(StoreError::io(&dead.path))?;
             }
         }
         let Some(end_pos) = end_pos else {
@@ -275,21 +306,12 @@ impl ConsumeQueue {
 
     /// Number of consecutive written units from the start of a file.
     fn count_written_units(&self, seg: &Segment) -> Result<u64, StoreError> {
-        let mut buf = vec![0u8; 64 * 1024 / CQ_UNIT_SIZE * CQ_UNIT_SIZE];
         let mut pos = 0u64;
         while pos < self.file_size {
-            let n = (self.file_size - pos).min(buf.len() as u64) as usize;
-            seg.file
-                .read_exact_at(&mut buf[..n], pos)
-                .map_err(StoreError::io(&seg.path))?;
-            for chunk in buf[..n].chunks_exact(CQ_UNIT_SIZE) {
-                let mut a = [0u8; CQ_UNIT_SIZE];
-                a.copy_from_slice(chunk);
-                if !CqUnit::decode(&a).is_written() {
-                    return Ok(pos / CQ_UNIT_SIZE as u64);
-                }
-                pos += CQ_UNIT_SIZE as u64;
+            if !seg.read_unit(pos).is_written() {
+                break;
             }
+            pos += CQ_UNIT_SIZE as u64;
         }
         Ok(pos / CQ_UNIT_SIZE as u64)
     }
@@ -319,7 +341,7 @@ impl ConsumeQueue {
         self.max_physical_end.load(Ordering::Acquire)
     }
 
-    fn segment_for(&self, pos: u64) -> Option<Segment> {
+    fn segment_for(&self, pos: u64) -> Option<Arc<Segment>> {
         let segs = self
             .segments
             .read()
@@ -337,11 +359,7 @@ impl ConsumeQueue {
         let Some(seg) = self.segment_for(pos) else {
             return Ok(None);
         };
-        let mut b = [0u8; CQ_UNIT_SIZE];
-        seg.file
-            .read_exact_at(&mut b, pos - seg.start)
-            .map_err(StoreError::io(&seg.path))?;
-        Ok(Some(CqUnit::decode(&b)))
+        Ok(Some(seg.read_unit(pos - seg.start)))
     }
 
     /// The unit at `offset`, if it is in `[min, max)`.
@@ -367,33 +385,23 @@ impl ConsumeQueue {
         }
         let want = (end - offset).min(max_count.min(MAX_UNITS_PER_READ) as i64) as usize;
         out.reserve(want);
-        let mut buf = vec![0u8; want * CQ_UNIT_SIZE];
         let mut cur = offset;
-        let mut done = 0usize;
-        while done < want {
+        while out.len() < want {
             let pos = Self::unit_pos(cur);
             let Some(seg) = self.segment_for(pos) else {
                 break;
             };
-            let in_file = pos - seg.start;
-            let fit = ((self.file_size - in_file) / CQ_UNIT_SIZE as u64) as usize;
-            let n = fit.min(want - done);
-            let bytes = &mut buf[done * CQ_UNIT_SIZE..(done + n) * CQ_UNIT_SIZE];
-            seg.file
-                .read_exact_at(bytes, in_file)
-                .map_err(StoreError::io(&seg.path))?;
-            done += n;
-            cur += n as i64;
-        }
-        for chunk in buf[..done * CQ_UNIT_SIZE].chunks_exact(CQ_UNIT_SIZE) {
-            let mut a = [0u8; CQ_UNIT_SIZE];
-            a.copy_from_slice(chunk);
-            let u = CqUnit::decode(&a);
-            // A concurrent truncation may have zeroed the tail: stop at the first hole.
-            if !u.is_written() {
-                break;
+            let mut in_file = pos - seg.start;
+            while in_file < self.file_size && out.len() < want {
+                let u = seg.read_unit(in_file);
+                // A concurrent truncation may have zeroed the tail: stop at the first hole.
+                if !u.is_written() {
+                    return Ok(());
+                }
+                out.push(u);
+                in_file += CQ_UNIT_SIZE as u64;
+                cur += 1;
             }
-            out.push(u);
         }
         Ok(())
     }
@@ -405,7 +413,7 @@ impl ConsumeQueue {
         Ok(v)
     }
 
-    fn create_segment(&self, start: u64) -> Result<Segment, StoreError> {
+    fn create_segment(&self, start: u64) -> Result<Arc<Segment>, StoreError> {
         fs::create_dir_all(&self.dir).map_err(StoreError::io(&self.dir))?;
         let path = self.dir.join(file_name_of(start));
         let file = OpenOptions::new()
@@ -417,15 +425,11 @@ impl ConsumeQueue {
             .map_err(StoreError::io(&path))?;
         file.set_len(self.file_size)
             .map_err(StoreError::io(&path))?;
-        Ok(Segment {
-            start,
-            file: Arc::new(file),
-            path,
-        })
+        Ok(Arc::new(Segment::map(path, start, file, self.file_size)?))
     }
 
     /// The segment holding `pos`, creating the next file if `pos` is just past the last one.
-    fn segment_for_write(&self, pos: u64) -> Result<Segment, StoreError> {
+    fn segment_for_write(&self, pos: u64) -> Result<Arc<Segment>, StoreError> {
         if let Some(s) = self.segment_for(pos) {
             return Ok(s);
         }
@@ -438,12 +442,12 @@ impl ConsumeQueue {
         if let Some(last) = segs.last() {
             if last.start + self.file_size != start {
                 return Err(StoreError::Corrupt {
-                    path: seg.path,
+                    path: seg.path.clone(),
                     reason: "consume-queue append would leave a gap between files".into(),
                 });
             }
         }
-        segs.push(seg.clone());
+        segs.push(Arc::clone(&seg));
         Ok(seg)
     }
 
@@ -487,9 +491,7 @@ impl ConsumeQueue {
         }
         let pos = Self::unit_pos(offset);
         let seg = self.segment_for_write(pos)?;
-        seg.file
-            .write_all_at(&unit.encode(), pos - seg.start)
-            .map_err(StoreError::io(&seg.path))?;
+        seg.write_unit(pos - seg.start, &unit)?;
         if empty {
             self.min_offset.store(offset, Ordering::Release);
             self.flushed_offset.store(offset, Ordering::Release);
@@ -504,21 +506,11 @@ impl ConsumeQueue {
     fn fill_pre_blank(&self, offset: i64) -> Result<(), StoreError> {
         let pos = Self::unit_pos(offset);
         let seg = self.segment_for_write(pos)?;
-        let blank = BLANK.encode();
-        let chunk: Vec<u8> = blank
-            .iter()
-            .copied()
-            .cycle()
-            .take(CQ_UNIT_SIZE * 1024)
-            .collect();
         let mut at = 0u64;
         let until = pos - seg.start;
         while at < until {
-            let n = (until - at).min(chunk.len() as u64) as usize;
-            seg.file
-                .write_all_at(&chunk[..n], at)
-                .map_err(StoreError::io(&seg.path))?;
-            at += n as u64;
+            seg.write_unit(at, &BLANK)?;
+            at += CQ_UNIT_SIZE as u64;
         }
         let first = (seg.start / CQ_UNIT_SIZE as u64) as i64;
         self.max_offset.store(first.max(0), Ordering::Release);
@@ -532,7 +524,7 @@ impl ConsumeQueue {
         if from >= end {
             return Ok(());
         }
-        let segs: Vec<Segment> = {
+        let segs: Vec<Arc<Segment>> = {
             let g = self
                 .segments
                 .read()
@@ -545,7 +537,7 @@ impl ConsumeQueue {
                 .collect()
         };
         for s in segs {
-            s.file.sync_data().map_err(StoreError::io(&s.path))?;
+            s.map.flush().map_err(StoreError::io(&s.path))?;
         }
         self.flushed_offset.fetch_max(end, Ordering::AcqRel);
         Ok(())
@@ -598,17 +590,17 @@ impl ConsumeQueue {
             .iter()
             .find(|s| s.start <= pos && pos < s.start + self.file_size)
         {
-            let from = pos - s.start;
-            let zeros = vec![0u8; (self.file_size - from).min(1 << 20) as usize];
-            let mut at = from;
+            let zero = CqUnit {
+                physical_offset: 0,
+                size: 0,
+                tag_code: 0,
+            };
+            let mut at = pos - s.start;
             while at < self.file_size {
-                let n = (self.file_size - at).min(zeros.len() as u64) as usize;
-                s.file
-                    .write_all_at(&zeros[..n], at)
-                    .map_err(StoreError::io(&s.path))?;
-                at += n as u64;
+                s.write_unit(at, &zero)?;
+                at += CQ_UNIT_SIZE as u64;
             }
-            s.file.sync_data().map_err(StoreError::io(&s.path))?;
+            s.map.flush().map_err(StoreError::io(&s.path))?;
         }
         drop(segs);
         let last_end = if new_end > min {
@@ -646,7 +638,7 @@ impl ConsumeQueue {
                 if g.len() <= 1 {
                     break;
                 }
-                g[0].clone()
+                Arc::clone(&g[0])
             };
             let last_unit_offset =
                 ((first.start + self.file_size) / CQ_UNIT_SIZE as u64) as i64 - 1;
@@ -718,12 +710,72 @@ impl ConsumeQueue {
     }
 }
 
+/// Owned key of a queue in [`ConsumeQueueSet`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct QueueKey {
+    topic: String,
+    queue_id: i32,
+}
+
+/// A (topic, queueId) seen through borrowed or owned text, so lookups (every dispatch step,
+/// every pull) do not build an owned key.
+trait QueueKeyView {
+    fn topic(&self) -> &str;
+    fn queue_id(&self) -> i32;
+}
+
+impl QueueKeyView for QueueKey {
+    fn topic(&self) -> &str {
+        &self.topic
+    }
+    fn queue_id(&self) -> i32 {
+        self.queue_id
+    }
+}
+
+impl QueueKeyView for (&str, i32) {
+    fn topic(&self) -> &str {
+        self.0
+    }
+    fn queue_id(&self) -> i32 {
+        self.1
+    }
+}
+
+impl<'a> Borrow<dyn QueueKeyView + 'a> for QueueKey {
+    fn borrow(&self) -> &(dyn QueueKeyView + 'a) {
+        self
+    }
+}
+
+// Owned and borrowed keys hash and compare alike (the `Borrow` contract).
+impl Hash for dyn QueueKeyView + '_ {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.topic().hash(h);
+        self.queue_id().hash(h);
+    }
+}
+
+impl PartialEq for dyn QueueKeyView + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.queue_id() == other.queue_id() && self.topic() == other.topic()
+    }
+}
+
+impl Eq for dyn QueueKeyView + '_ {}
+
+impl Hash for QueueKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        (self as &dyn QueueKeyView).hash(h);
+    }
+}
+
 /// All consume queues of the broker, keyed by (topic, queueId).
 #[derive(Debug)]
 pub struct ConsumeQueueSet {
     root: PathBuf,
     file_size: u64,
-    queues: DashMap<(String, i32), Arc<ConsumeQueue>>,
+    queues: DashMap<QueueKey, Arc<ConsumeQueue>>,
 }
 
 impl ConsumeQueueSet {
@@ -754,7 +806,11 @@ impl ConsumeQueueSet {
                     continue;
                 };
                 let cq = ConsumeQueue::open(cq_root, &topic, qid, file_size)?;
-                set.queues.insert((topic.clone(), qid), Arc::new(cq));
+                let key = QueueKey {
+                    topic: topic.clone(),
+                    queue_id: qid,
+                };
+                set.queues.insert(key, Arc::new(cq));
             }
         }
         Ok(set)
@@ -762,10 +818,8 @@ impl ConsumeQueueSet {
 
     /// The queue, if it exists.
     pub fn get(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
-        // DashMap needs an owned key for tuple lookups; topics are short.
-        self.queues
-            .get(&(topic.to_owned(), queue_id))
-            .map(|q| Arc::clone(&q))
+        let key: &dyn QueueKeyView = &(topic, queue_id);
+        self.queues.get(key).map(|q| Arc::clone(&q))
     }
 
     /// The queue, created (empty, no files yet) if missing.
@@ -777,7 +831,10 @@ impl ConsumeQueueSet {
         if let Some(q) = self.get(topic, queue_id) {
             return Ok(q);
         }
-        let entry = self.queues.entry((topic.to_owned(), queue_id));
+        let entry = self.queues.entry(QueueKey {
+            topic: topic.to_owned(),
+            queue_id,
+        });
         match entry {
             dashmap::Entry::Occupied(o) => Ok(Arc::clone(o.get())),
             dashmap::Entry::Vacant(v) => {
@@ -812,7 +869,7 @@ impl ConsumeQueueSet {
     pub fn queues_of_topic(&self, topic: &str) -> Vec<Arc<ConsumeQueue>> {
         self.queues
             .iter()
-            .filter(|e| e.key().0 == topic)
+            .filter(|e| e.key().topic == topic)
             .map(|e| Arc::clone(e.value()))
             .collect()
     }
@@ -860,7 +917,8 @@ impl ConsumeQueueSet {
     pub fn remove_topic(&self, topic: &str) -> Result<(), StoreError> {
         let qs = self.queues_of_topic(topic);
         for q in &qs {
-            self.queues.remove(&(topic.to_owned(), q.queue_id()));
+            let key: &dyn QueueKeyView = &(topic, q.queue_id());
+            self.queues.remove(key);
             q.destroy()?;
         }
         let dir = self.root.join(topic);

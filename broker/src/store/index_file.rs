@@ -14,16 +14,20 @@
 //! `abs(String.hashCode(topic + "#" + key))`; matches are candidates only — the caller reads the
 //! record and compares its keys, and drops offsets at or beyond the commit log's end.
 //!
-//! Durability: entry, then slot, then header are written; `flush` fsyncs. After a crash the
+//! The file is memory-mapped (as Java's `IndexFile`): a put is a few stores, no syscall; disk
+//! blocks are reserved ahead of the writer (see `mapped_words`).
+//!
+//! Durability: entry, then slot, then header are written; `flush` msyncs. After a crash the
 //! header may lag the entries (those entries are then invisible and re-indexed): the
 //! dispatcher re-feeds records above [`KeyIndex::last_physical_offset`], so the index is
 //! rebuildable and never needs the log to be rescanned from the start.
 
-use std::fs::{self, File, OpenOptions};
-use std::os::unix::fs::FileExt;
+use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use super::mapped_words::MappedWords;
 use super::StoreError;
 use crate::message::msg_id::civil_from_days;
 use crate::message::tag::java_string_hash;
@@ -107,16 +111,29 @@ impl Header {
 
 /// Java's index key hash: `abs(String.hashCode(topic#key))`, 0 for `i32::MIN`.
 pub fn index_key_hash(topic: &str, key: &str) -> i32 {
-    let mut s = String::with_capacity(topic.len() + key.len() + 1);
-    s.push_str(topic);
-    s.push('#');
-    s.push_str(key);
-    let h = java_string_hash(&s);
+    // Folded over topic, '#', key: no concatenated string per key.
+    let mut h = java_string_hash(topic);
+    h = h.wrapping_mul(31).wrapping_add(i32::from(b'#'));
+    h = extend_java_hash(h, key);
     if h == i32::MIN {
         0
     } else {
         h.abs()
     }
+}
+
+/// Continues a Java `String.hashCode()` state `h` over the UTF-16 units of `s`.
+fn extend_java_hash(mut h: i32, s: &str) -> i32 {
+    if s.is_ascii() {
+        for &b in s.as_bytes() {
+            h = h.wrapping_mul(31).wrapping_add(i32::from(b));
+        }
+    } else {
+        for unit in s.encode_utf16() {
+            h = h.wrapping_mul(31).wrapping_add(i32::from(unit));
+        }
+    }
+    h
 }
 
 /// `yyyyMMddHHmmssSSS` of a UTC instant.
@@ -133,12 +150,17 @@ pub fn index_file_name(ms: i64) -> String {
     )
 }
 
+/// Bytes reserved on disk ahead of the entry being written (about 52k entries).
+const RESERVE_AHEAD: u64 = 1 << 20;
+
 #[derive(Debug)]
 struct IndexFile {
     path: PathBuf,
-    file: File,
+    map: MappedWords,
     cfg: IndexConfig,
     header: Mutex<Header>,
+    /// File bytes below this are known to be allocated (written only under `header`).
+    reserved_to: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -163,14 +185,17 @@ impl IndexFile {
             index_count: 1,
             ..Header::default()
         };
-        file.write_all_at(&header.encode(), 0)
-            .map_err(StoreError::io(&path))?;
-        Ok(Self {
+        let map = MappedWords::map(file, cfg.file_len()).map_err(StoreError::io(&path))?;
+        let f = Self {
             path,
-            file,
+            map,
             cfg,
             header: Mutex::new(header),
-        })
+            reserved_to: AtomicU64::new(0),
+        };
+        f.reserve_through(f.entry_pos(1) + INDEX_ENTRY_LEN)?;
+        f.write_header(&header);
+        Ok(f)
     }
 
     fn open(path: PathBuf, cfg: IndexConfig) -> Result<Self, StoreError> {
@@ -186,37 +211,52 @@ impl IndexFile {
                 reason: format!("index file is {len} bytes, expected {}", cfg.file_len()),
             });
         }
+        let map = MappedWords::map(file, len).map_err(StoreError::io(&path))?;
         let mut b = [0u8; 40];
-        file.read_exact_at(&mut b, 0)
-            .map_err(StoreError::io(&path))?;
+        map.read_into(0, &mut b);
         let mut header = Header::decode(&b);
         if header.index_count < 1 || header.index_count as u64 > u64::from(cfg.max_entries) {
             header.index_count = header.index_count.clamp(1, cfg.max_entries as i32);
         }
+        // Nothing is assumed allocated (files written by `pwrite` are sparse): the first put
+        // reserves the header, the slots and the entries up to it.
         Ok(Self {
             path,
-            file,
+            map,
             cfg,
             header: Mutex::new(header),
+            reserved_to: AtomicU64::new(0),
         })
     }
 
-    fn slot_pos(&self, hash: i32) -> u64 {
-        INDEX_HEADER_LEN + (hash as u32 % self.cfg.hash_slots) as u64 * HASH_SLOT_LEN
+    /// Makes sure the file is allocated through `end` (and the whole slot table), reserving
+    /// [`RESERVE_AHEAD`] more so this is a syscall once per many entries. Call under `header`.
+    fn reserve_through(&self, end: u64) -> Result<(), StoreError> {
+        let have = self.reserved_to.load(Ordering::Relaxed);
+        if end <= have {
+            return Ok(());
+        }
+        let slots_end = self.entry_pos(0);
+        let to = (end.max(slots_end) + RESERVE_AHEAD).min(self.cfg.file_len());
+        self.map
+            .reserve(have, to)
+            .map_err(StoreError::io(&self.path))?;
+        self.reserved_to.store(to, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn write_header(&self, h: &Header) {
+        self.map.write_from(0, &h.encode());
+    }
+
+    fn slot_pos(&self, hash: i32) -> usize {
+        (INDEX_HEADER_LEN + (hash as u32 % self.cfg.hash_slots) as u64 * HASH_SLOT_LEN) as usize
     }
 
     fn entry_pos(&self, n: i32) -> u64 {
         INDEX_HEADER_LEN
             + u64::from(self.cfg.hash_slots) * HASH_SLOT_LEN
             + n as u64 * INDEX_ENTRY_LEN
-    }
-
-    fn read_i32(&self, pos: u64) -> Result<i32, StoreError> {
-        let mut b = [0u8; 4];
-        self.file
-            .read_exact_at(&mut b, pos)
-            .map_err(StoreError::io(&self.path))?;
-        Ok(i32::from_be_bytes(b))
     }
 
     fn is_full(&self) -> bool {
@@ -229,8 +269,11 @@ impl IndexFile {
         if h.index_count as u64 >= u64::from(self.cfg.max_entries) {
             return Ok(false);
         }
+        let n = h.index_count;
+        let at = self.entry_pos(n);
+        self.reserve_through(at + INDEX_ENTRY_LEN)?;
         let slot_pos = self.slot_pos(hash);
-        let mut prev = self.read_i32(slot_pos)?;
+        let mut prev = self.map.load_i32(slot_pos);
         if prev <= 0 || prev > h.index_count {
             prev = 0;
         }
@@ -239,17 +282,13 @@ impl IndexFile {
         } else {
             ((store_ts - h.begin_timestamp) / 1000).clamp(0, i64::from(i32::MAX)) as i32
         };
-        let n = h.index_count;
-        let mut e = [0u8; 20];
-        e[0..4].copy_from_slice(&hash.to_be_bytes());
-        e[4..12].copy_from_slice(&phys.to_be_bytes());
-        e[12..16].copy_from_slice(&diff.to_be_bytes());
-        e[16..20].copy_from_slice(&prev.to_be_bytes());
-        let io = StoreError::io(&self.path);
-        self.file.write_all_at(&e, self.entry_pos(n)).map_err(io)?;
-        self.file
-            .write_all_at(&n.to_be_bytes(), slot_pos)
-            .map_err(StoreError::io(&self.path))?;
+        // Entry, then slot, then header (the header's count makes the entry visible).
+        let at = at as usize;
+        self.map.store_i32(at, hash);
+        self.map.store_i64(at + 4, phys);
+        self.map.store_i32(at + 12, diff);
+        self.map.store_i32(at + 16, prev);
+        self.map.store_i32(slot_pos, n);
         if h.index_count <= 1 {
             h.begin_phys = phys;
             h.begin_timestamp = store_ts;
@@ -260,9 +299,7 @@ impl IndexFile {
         h.index_count += 1;
         h.end_phys = phys;
         h.end_timestamp = store_ts;
-        self.file
-            .write_all_at(&h.encode(), 0)
-            .map_err(StoreError::io(&self.path))?;
+        self.write_header(&h);
         Ok(true)
     }
 
@@ -278,7 +315,7 @@ impl IndexFile {
         if h.index_count <= 1 || h.end_timestamp < begin_ts || h.begin_timestamp > end_ts {
             return Ok(());
         }
-        let mut n = self.read_i32(self.slot_pos(hash))?;
+        let mut n = self.map.load_i32(self.slot_pos(hash));
         let mut steps = 0u64;
         while n > 0
             && n < h.index_count
@@ -286,20 +323,11 @@ impl IndexFile {
             && steps < u64::from(self.cfg.max_entries)
         {
             steps += 1;
-            let mut e = [0u8; 20];
-            self.file
-                .read_exact_at(&mut e, self.entry_pos(n))
-                .map_err(StoreError::io(&self.path))?;
-            let mut a4 = [0u8; 4];
-            let mut a8 = [0u8; 8];
-            a4.copy_from_slice(&e[0..4]);
-            let key_hash = i32::from_be_bytes(a4);
-            a8.copy_from_slice(&e[4..12]);
-            let phys = i64::from_be_bytes(a8);
-            a4.copy_from_slice(&e[12..16]);
-            let diff = i32::from_be_bytes(a4);
-            a4.copy_from_slice(&e[16..20]);
-            let prev = i32::from_be_bytes(a4);
+            let at = self.entry_pos(n) as usize;
+            let key_hash = self.map.load_i32(at);
+            let phys = self.map.load_i64(at + 4);
+            let diff = self.map.load_i32(at + 12);
+            let prev = self.map.load_i32(at + 16);
             let ts = h.begin_timestamp + i64::from(diff) * 1000;
             if key_hash == hash && ts >= begin_ts && ts <= end_ts {
                 out.push(phys);
@@ -377,16 +405,28 @@ impl KeyIndex {
             .clone()
     }
 
+    fn last_file(&self) -> Option<Arc<IndexFile>> {
+        self.files
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .last()
+            .cloned()
+    }
+
     /// Physical offset of the newest indexed record (0 if none): the dispatcher skips records
     /// at or below it after a restart.
     pub fn last_physical_offset(&self) -> i64 {
-        self.files().last().map_or(0, |f| lock(&f.header).end_phys)
+        let files = self
+            .files
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        files.last().map_or(0, |f| lock(&f.header).end_phys)
     }
 
     fn writable_file(&self, now_ms: i64) -> Result<Arc<IndexFile>, StoreError> {
-        if let Some(f) = self.files().last() {
+        if let Some(f) = self.last_file() {
             if !f.is_full() {
-                return Ok(Arc::clone(f));
+                return Ok(f);
             }
         }
         fs::create_dir_all(&self.dir).map_err(StoreError::io(&self.dir))?;
@@ -498,10 +538,10 @@ impl KeyIndex {
         Ok(removed)
     }
 
-    /// fsyncs the newest file.
+    /// Writes the newest file back to disk and waits.
     pub fn flush(&self) -> Result<(), StoreError> {
-        if let Some(f) = self.files().last() {
-            f.file.sync_data().map_err(StoreError::io(&f.path))?;
+        if let Some(f) = self.last_file() {
+            f.map.flush().map_err(StoreError::io(&f.path))?;
         }
         Ok(())
     }

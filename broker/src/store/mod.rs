@@ -11,6 +11,7 @@ pub mod dispatcher;
 pub mod index_file;
 pub mod ledger_log;
 pub mod long_poll;
+mod mapped_words;
 pub mod mem_log;
 pub mod message_store;
 pub mod offsets;

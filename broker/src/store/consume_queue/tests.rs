@@ -2,6 +2,9 @@
 // exactly as specified, and readers racing the writer never see a half-written unit.
 // Method: real files in a temp dir with tiny files (5 units = 100 bytes) so rolls happen.
 
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
 use super::*;
 
 const FILE: u64 = 5 * CQ_UNIT_SIZE as u64;

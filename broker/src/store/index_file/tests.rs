@@ -23,6 +23,16 @@ fn file_names_and_hash() {
         java_string_hash("T#k").abs(),
         "topic#key, like Java's buildKey"
     );
+    for (t, k) in [
+        ("TopicTest", "UNIQ0123456789"),
+        ("主题", "ключ"),
+        ("T", "\u{1F600}"),
+    ] {
+        let whole = format!("{t}#{k}");
+        let h = java_string_hash(&whole);
+        let want = if h == i32::MIN { 0 } else { h.abs() };
+        assert_eq!(index_key_hash(t, k), want, "{whole}");
+    }
 }
 
 #[test]
@@ -95,9 +105,7 @@ fn damaged_chains_terminate() {
     }
     let f = &idx.files()[0];
     // Make entry 2 point forward to 4 (a cycle in a damaged file).
-    f.file
-        .write_all_at(&4i32.to_be_bytes(), f.entry_pos(2) + 16)
-        .unwrap();
+    assert!(f.map.store_i32(f.entry_pos(2) as usize + 16, 4));
     let r = idx.query("T", "k", 100, 0, i64::MAX).unwrap();
     assert_eq!(r.physical_offsets, vec![52, 51, 50, 49]);
 }
