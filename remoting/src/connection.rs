@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -27,7 +27,6 @@ use futures_util::FutureExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -39,6 +38,7 @@ use crate::error::{FrameError, RemotingError};
 use crate::frame::{self, SerializeType, DEFAULT_MAX_FRAME_LEN};
 use crate::outbox::{Outbox, Push, PushError};
 use crate::processor::{ConnectionListener, RequestProcessor};
+use crate::waiters::Waiters;
 
 /// Process-unique id of a connection (stable key for maps of client channels).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -85,9 +85,6 @@ impl Default for ConnectionConfig {
 
 /// Java's remark when a request is rejected for overload.
 pub const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a while";
-
-/// Waiters of the requests this side sent, by opaque.
-type PendingMap = LocalKeyMap<i32, oneshot::Sender<RemotingCommand>>;
 
 /// Hasher for keys this process chooses itself (opaques are local counters, addresses come
 /// from configuration and routes), so a multiplicative hash is enough: SipHash showed up on
@@ -140,7 +137,7 @@ struct Shared {
     remote: SocketAddr,
     local: SocketAddr,
     outbox: Outbox,
-    pending: Mutex<PendingMap>,
+    waiters: Waiters,
     closed: CancellationToken,
     /// Mirror of `closed` readable without the token's lock (checked on every send).
     closed_flag: AtomicBool,
@@ -150,11 +147,6 @@ struct Shared {
 }
 
 impl Shared {
-    fn pending(&self) -> MutexGuard<'_, PendingMap> {
-        // A poisoned map only means a panic elsewhere while holding it; the map is still valid.
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     fn touch(&self) {
         let ms = self.epoch.elapsed().as_millis() as u64;
         self.last_activity_ms.store(ms, Ordering::Relaxed);
@@ -193,7 +185,7 @@ struct PendingGuard<'a> {
 impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
         if self.armed {
-            self.shared.pending().remove(&self.opaque);
+            self.shared.waiters.remove(self.opaque);
         }
     }
 }
@@ -232,12 +224,12 @@ impl ConnectionHandle {
         self.shared.closed_flag.store(true, Ordering::Release);
         self.shared.closed.cancel();
         self.shared.outbox.close();
-        self.shared.pending().clear();
+        self.shared.waiters.clear();
     }
 
     /// Requests this side sent that still wait for a response.
     pub fn inflight(&self) -> usize {
-        self.shared.pending().len()
+        self.shared.waiters.len()
     }
 
     fn closed_error(&self) -> RemotingError {
@@ -304,17 +296,13 @@ impl ConnectionHandle {
         let opaque = next_opaque();
         request.set_opaque(opaque);
         request.set_flag(request.flag() & !(FLAG_RESPONSE | FLAG_ONEWAY));
-        let (tx, rx) = oneshot::channel();
-        {
-            let mut pending = self.shared.pending();
-            if pending.len() >= self.shared.config.max_inflight_requests {
-                return Err(RemotingError::TooManyInflight {
-                    addr: self.shared.remote,
-                    max: self.shared.config.max_inflight_requests,
-                });
-            }
-            pending.insert(opaque, tx);
-        }
+        let max = self.shared.config.max_inflight_requests;
+        let Some(rx) = self.shared.waiters.register(opaque, deadline, max) else {
+            return Err(RemotingError::TooManyInflight {
+                addr: self.shared.remote,
+                max,
+            });
+        };
         let mut guard = PendingGuard {
             shared: &self.shared,
             opaque,
@@ -327,13 +315,14 @@ impl ConnectionHandle {
         // Encoded right here, from the caller's task, into the connection's outbox.
         self.push(&request, Some(deadline), timeout).await?;
         drop(request);
-        match tokio::time::timeout_at(deadline, rx).await {
-            Ok(Ok(resp)) => {
+        // No timer here: the connection's sweeper drops the waiter at its deadline.
+        match rx.await {
+            Ok(resp) => {
                 guard.armed = false;
                 Ok(resp)
             }
-            Ok(Err(_)) => Err(self.closed_error()),
-            Err(_) => Err(self.timeout_error(timeout)),
+            Err(_) if Instant::now() >= deadline => Err(self.timeout_error(timeout)),
+            Err(_) => Err(self.closed_error()),
         }
     }
 
@@ -361,19 +350,14 @@ impl ConnectionHandle {
     }
 
     fn complete(&self, response: RemotingCommand) {
-        let waiter = self.shared.pending().remove(&response.opaque());
-        match waiter {
-            Some(w) => {
-                // The waiter may have timed out meanwhile; nothing to do then.
-                let _ = w.send(response);
-            }
-            None => tracing::debug!(
+        if let Some(response) = self.shared.waiters.complete(response) {
+            tracing::debug!(
                 conn = %self.shared.id,
                 peer = %self.shared.remote,
                 opaque = response.opaque(),
                 code = response.code(),
                 "response matches no outstanding request; dropped"
-            ),
+            );
         }
     }
 }
@@ -410,7 +394,7 @@ pub(crate) fn spawn_connection(
         remote,
         local,
         outbox: Outbox::new(ctx.config.write_queue_frames, ctx.config.max_frame_len),
-        pending: Mutex::new(PendingMap::default()),
+        waiters: Waiters::new(),
         closed: ctx.close_all.child_token(),
         closed_flag: AtomicBool::new(false),
         config: ctx.config.clone(),
@@ -425,6 +409,13 @@ pub(crate) fn spawn_connection(
     let writer_done = CancellationToken::new();
     let io = ctx.io.clone();
     io.spawn(writer_loop(handle.clone(), write_half, writer_done.clone()));
+    let sweeper = handle.clone();
+    io.spawn(async move {
+        tokio::select! {
+            _ = sweeper.closed() => {}
+            _ = sweeper.shared.waiters.sweep() => {}
+        }
+    });
     io.spawn(reader_loop(handle.clone(), read_half, ctx, writer_done));
     Ok(handle)
 }

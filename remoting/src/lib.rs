@@ -105,6 +105,7 @@ pub mod headers;
 mod outbox;
 pub mod processor;
 pub mod server;
+mod waiters;
 
 pub use client::{ClientConfig, RemotingClient};
 pub use code::{LanguageCode, RequestCode, ResponseCode};
