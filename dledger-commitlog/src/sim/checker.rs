@@ -331,3 +331,85 @@ impl Checker {
         self.acked.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::MemLog;
+
+    fn log(bodies: &[&'static [u8]]) -> MemLog {
+        let mut l = MemLog::new();
+        for b in bodies {
+            l.append_leader(1, Bytes::from_static(b)).unwrap();
+        }
+        l
+    }
+
+    /// A stale entry kept below another log's begin is still a log-matching violation: the
+    /// deleted prefix is compared through the committed record.
+    #[test]
+    fn log_matching_compares_deleted_prefixes_through_the_committed_record() {
+        let mut c = Checker::new(2);
+        let mut a = log(&[b"a", b"b", b"c", b"d", b"e"]);
+        c.on_commit(0, 4, &a).unwrap();
+        a.delete_before(3);
+        let b = log(&[b"a", b"b", b"X", b"d", b"e"]);
+        let err = c.log_matching(&a, &b).unwrap_err();
+        assert!(err.contains("differ at 2"), "{err}");
+        let same = log(&[b"a", b"b", b"c", b"d", b"e"]);
+        c.log_matching(&a, &same).unwrap();
+        // The follower that only has the prefix (lagging) matches too.
+        c.log_matching(&a, &log(&[b"a"])).unwrap();
+    }
+
+    #[test]
+    fn deleted_entries_are_held_and_acked_only_as_the_committed_entry() {
+        let mut c = Checker::new(3);
+        let mut a = log(&[b"a", b"b", b"c"]);
+        c.on_commit(0, 2, &a).unwrap();
+        a.delete_before(2);
+        let b = log(&[b"a", b"b", b"c"]);
+        let logs = [Some(&a), Some(&b), None];
+        c.on_ack(1, &Bytes::from_static(b"b"), &logs, false)
+            .unwrap();
+        assert!(c
+            .on_ack(1, &Bytes::from_static(b"Z"), &logs, false)
+            .is_err());
+        c.check_acked_in(&a).unwrap();
+        let mut other = log(&[b"a", b"Q", b"c"]);
+        other.delete_before(1);
+        assert!(c.check_acked_in(&other).is_err(), "acked entry replaced");
+    }
+
+    #[test]
+    fn truncating_committed_or_acked_entries_is_refused_and_never_acked_later() {
+        let mut c = Checker::new(3);
+        let a = log(&[b"a", b"b", b"c", b"d"]);
+        c.on_commit(0, 1, &a).unwrap();
+        let entries = a.entries(0, 4, usize::MAX).unwrap();
+        assert!(c.on_truncated(1, &entries[1..2]).is_err(), "committed");
+        let logs = [Some(&a), Some(&a), None];
+        c.on_ack(2, &Bytes::from_static(b"c"), &logs, false)
+            .unwrap();
+        assert!(c.on_truncated(1, &entries[2..3]).is_err(), "acked");
+        c.on_truncated(1, &entries[3..4]).unwrap();
+        assert!(c
+            .on_ack(3, &Bytes::from_static(b"d"), &logs, false)
+            .is_err());
+    }
+
+    #[test]
+    fn next_needed_and_prefix_use_the_leaders_virtual_log() {
+        let mut c = Checker::new(2);
+        let mut leader = log(&[b"a", b"b", b"c", b"d"]);
+        c.on_commit(0, 3, &leader).unwrap();
+        leader.delete_before(3);
+        let diverged = log(&[b"a", b"X", b"Y"]);
+        assert_eq!(c.next_needed(&diverged, &leader), 1);
+        assert!(c.check_prefix(&diverged, &leader).is_err());
+        let behind = log(&[b"a", b"b"]);
+        assert_eq!(c.next_needed(&behind, &leader), 2);
+        c.check_prefix(&behind, &leader).unwrap();
+        assert_eq!(c.next_needed(&MemLog::new(), &leader), 0);
+    }
+}

@@ -32,8 +32,9 @@ pub enum Scenario {
     Random,
     /// SIM-09: a follower is down while the others delete old entries (retention); it comes
     /// back with its log intact (sometimes a deposed leader's divergent log) or empty.
-    /// `divergent_over_begin`: whether a deposed follower's divergent suffix may reach the
-    /// leader's new begin (the case of an open R11 bug, see tests/sim.rs).
+    /// `divergent_over_begin`: whether a deposed follower's divergent suffix may start at or
+    /// below a begin index, the leader's after its retention or the follower's own (the cases
+    /// of open R11 bugs, see tests/sim.rs).
     LaggingRetention { divergent_over_begin: bool },
     /// SIM-10: push responses delayed past `maxPushTimeOutMs` or dropped while pushes keep
     /// arriving.

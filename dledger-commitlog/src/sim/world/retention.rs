@@ -48,7 +48,8 @@ enum Phase {
 /// State of the SIM-09 schedule (module docs).
 #[derive(Debug, Default)]
 pub(in crate::sim) struct RetentionScript {
-    /// Whether the target may fall inside a deposed `x`'s divergent suffix.
+    /// Whether a deposed `x`'s divergent suffix may start at or below a begin index: the
+    /// leader's target may fall inside it, and `x` may delete every entry it committed.
     divergent_over_begin: bool,
     phase: Phase,
     /// The lagging follower.
@@ -151,8 +152,13 @@ impl RetentionScript {
         let committed = w.slots[x].node.as_ref().map(|n| n.committed_index());
         if let Some(c) = committed.filter(|c| *c >= 0) {
             if w.rng.next_u64() & 1 == 0 {
-                let below = 1 + (w.rng.next_u64() % (c as u64 + 1)) as Index;
-                retain(w, x, below)?;
+                // Up to everything committed; without `divergent_over_begin`, keep the last
+                // committed entry, so a divergent suffix never starts at `x`'s own begin.
+                let span = if self.divergent_over_begin { c + 1 } else { c };
+                if span >= 1 {
+                    let below = 1 + (w.rng.next_u64() % span as u64) as Index;
+                    retain(w, x, below)?;
+                }
             }
         }
         w.crash(x, u64::MAX)?;
