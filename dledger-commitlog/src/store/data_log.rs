@@ -69,17 +69,28 @@ pub(crate) fn ensure_segment(
                 ),
             ));
         }
-        sh.prealloc.wait_idle(kind, start);
+        // A job the background thread has not started is taken over; one it is doing is
+        // waited for (creating a file is short).
+        let claimed = sh.prealloc.claim(kind, start);
+        if !claimed {
+            sh.prealloc.wait_idle(kind, start);
+        }
         if list.find(addr).is_some() || list.bounds().map_or(first_start, |(_, e)| e) != start {
             continue;
         }
+        // A claimed file is not populated here: the background thread does it (asked again
+        // below) ahead of the writer, which faults in what it reaches first.
         let seg = sh
             .dir
-            .create_segment(kind, start, len, true)
+            .create_segment(kind, start, len, !claimed)
             .map_err(|e| StoreError::io("create", sh.dir.display(kind, &segment_name(start)), e))?;
         let mut segs = list.write();
         if segs.last().map_or(first_start, |l| l.end()) == start {
             segs.push(Arc::new(seg));
+        }
+        drop(segs);
+        if claimed {
+            sh.prealloc.request_populate(kind, start);
         }
     }
 }
