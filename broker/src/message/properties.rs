@@ -138,6 +138,31 @@ pub fn find_property<'a>(encoded: &'a [u8], key: &str) -> Option<&'a [u8]> {
     found
 }
 
+/// [`find_property`] for several keys in one pass over `encoded` (the dispatcher needs four or
+/// five values of every record): `out[i]` is what `find_property(encoded, keys[i])` returns.
+pub fn find_properties<'a, const N: usize>(
+    encoded: &'a [u8],
+    keys: [&str; N],
+) -> [Option<&'a [u8]>; N] {
+    let mut found = [None; N];
+    for segment in encoded.split(|&b| b == PROPERTY_SEPARATOR) {
+        // The first 0x01 ends the key (keys never contain it); empty values are no pair.
+        let Some(sep) = segment.iter().position(|&b| b == NAME_VALUE_SEPARATOR) else {
+            continue;
+        };
+        let (key, value) = (&segment[..sep], &segment[sep + 1..]);
+        if key.is_empty() || value.is_empty() {
+            continue;
+        }
+        for (slot, k) in found.iter_mut().zip(keys) {
+            if key == k.as_bytes() {
+                *slot = Some(value);
+            }
+        }
+    }
+    found
+}
+
 /// Most pairs [`is_canonical`] checks; longer strings take the general path.
 const CANONICAL_MAX_PAIRS: usize = 64;
 
@@ -408,6 +433,22 @@ mod tests {
                 proptest::prop_assert_eq!(reencoded.as_deref(), Some(&s[..]));
             } else {
                 proptest::prop_assert_ne!(reencoded.as_deref(), Some(&s[..]));
+            }
+        }
+
+        // One pass for several keys finds exactly what one `find_property` per key finds
+        // (duplicates, empty values, empty keys, stray separators).
+        #[test]
+        fn find_properties_agrees_with_find_property(
+            s in proptest::collection::vec(
+                proptest::sample::select(vec![b'a', b'k', b'K', 0x01, 0x02]),
+                0..48,
+            )
+        ) {
+            let keys = ["a", "k", "ak", "K", "kk"];
+            let all = find_properties(&s, keys);
+            for (i, k) in keys.iter().enumerate() {
+                proptest::prop_assert_eq!(all[i], find_property(&s, k), "key {}", k);
             }
         }
     }

@@ -36,11 +36,32 @@ pub fn check_writable(ctx: &BrokerContext) -> Result<(), BrokerError> {
     }
 }
 
-/// Topic checks for a send; returns the topic config (auto-creating it if allowed).
+/// What a send needs of its topic's config (read in place, not cloned per message).
+#[derive(Debug, Clone, Copy)]
+struct SendTopic {
+    perm: i32,
+    read_queue_nums: i32,
+    write_queue_nums: i32,
+    multi_tag: bool,
+}
+
+impl SendTopic {
+    fn of(c: &TopicConfig) -> SendTopic {
+        SendTopic {
+            perm: c.perm,
+            read_queue_nums: c.read_queue_nums,
+            write_queue_nums: c.write_queue_nums,
+            multi_tag: c.topic_filter_type == crate::store::topics::MULTI_TAG,
+        }
+    }
+}
+
+/// Topic checks for a send; returns what the send needs of the topic config (auto-creating
+/// it if allowed).
 fn topic_for_send(
     ctx: &BrokerContext,
     h: &SendMessageRequestHeader,
-) -> Result<TopicConfig, BrokerError> {
+) -> Result<SendTopic, BrokerError> {
     names::validate_topic(&h.topic)?;
     if names::is_system_topic(&h.topic) {
         return Err(BrokerError::NoPermission(format!(
@@ -48,7 +69,7 @@ fn topic_for_send(
             h.topic
         )));
     }
-    let cfg = match ctx.topics.get(&h.topic) {
+    let cfg = match ctx.topics.with(&h.topic, SendTopic::of) {
         Some(c) => c,
         None => {
             let created = if let Some(group) = h.topic.strip_prefix(names::RETRY_GROUP_TOPIC_PREFIX)
@@ -72,7 +93,7 @@ fn topic_for_send(
                     if fresh {
                         ctx.register_now.notify_one();
                     }
-                    c
+                    SendTopic::of(&c)
                 }
                 None => return Err(BrokerError::TopicNotExist(h.topic.clone())),
             }
@@ -88,13 +109,13 @@ fn topic_for_send(
     if i64::from(h.queue_id) >= queues {
         return Err(BrokerError::InvalidParameter(format!(
             "request queueId[{}] is illegal, {:?} Producer: {}",
-            h.queue_id, cfg.topic_name, h.producer_group
+            h.queue_id, h.topic, h.producer_group
         )));
     }
     Ok(cfg)
 }
 
-fn pick_queue(h: &SendMessageRequestHeader, cfg: &TopicConfig) -> i32 {
+fn pick_queue(h: &SendMessageRequestHeader, cfg: &SendTopic) -> i32 {
     if h.queue_id >= 0 {
         return h.queue_id;
     }
@@ -263,7 +284,7 @@ pub async fn send(
     }
     let now = now_ms();
     let mut sys_flag_extra = 0;
-    if cfg.topic_filter_type == crate::store::topics::MULTI_TAG {
+    if cfg.multi_tag {
         sys_flag_extra |= sysflag::MULTI_TAGS;
     }
     let born_host = conn.remote_addr();

@@ -23,9 +23,9 @@ use super::commit_log::{first_index_at_or_after, LogEntry, ReplicatedLog};
 use super::consume_queue::{ConsumeQueueSet, CqUnit};
 use super::delay_offsets::{DelayOffsetTable, ScheduleOrigin, SCHEDULE_ORIGIN_PROPERTY};
 use super::index_file::KeyIndex;
-use crate::message::properties::keys;
+use crate::message::properties::{find_properties, keys};
 use crate::message::record::{CrcCheck, RecordView, DLEDGER_ENTRY_HEADER_LEN};
-use crate::message::{sysflag, topic};
+use crate::message::{sysflag, tag, topic};
 
 /// How far dispatch got: last dispatched index (-1 none) and the position just past it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -46,6 +46,9 @@ pub struct Dispatcher {
     /// Entries below this index are already in the consume queues and the index: they are
     /// re-read only for delayed-delivery markers.
     markers_only_below: i64,
+    /// Physical offset of the newest record handed to the key index (the dispatcher is its
+    /// only writer): records at or below it are not indexed again.
+    indexed_through: i64,
 }
 
 impl Dispatcher {
@@ -107,6 +110,7 @@ impl Dispatcher {
             "dispatcher recovered"
         );
         let (tx, rx) = watch::channel(mark);
+        let indexed_through = index.last_physical_offset();
         Ok((
             Dispatcher {
                 log,
@@ -117,6 +121,7 @@ impl Dispatcher {
                 tx,
                 next_index,
                 markers_only_below,
+                indexed_through,
             },
             rx,
         ))
@@ -177,7 +182,7 @@ impl Dispatcher {
         }
     }
 
-    fn dispatch(&self, e: &LogEntry) {
+    fn dispatch(&mut self, e: &LogEntry) {
         // Empty entries are the leader's election no-ops (one per elected term), not
         // messages: skipped without a warning. Only non-empty bodies that do not decode are
         // reported below.
@@ -192,7 +197,18 @@ impl Dispatcher {
                 return;
             }
         };
-        if let Some(v) = view.property(SCHEDULE_ORIGIN_PROPERTY) {
+        // One pass over the properties for every value dispatch needs.
+        let [origin, delay_level, tags, key_list, uniq_key] = find_properties(
+            view.properties,
+            [
+                SCHEDULE_ORIGIN_PROPERTY,
+                keys::DELAY_TIME_LEVEL,
+                keys::TAGS,
+                keys::KEYS,
+                keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+            ],
+        );
+        if let Some(v) = origin {
             self.note_delivery(v);
         }
         if e.index < self.markers_only_below {
@@ -201,8 +217,7 @@ impl Dispatcher {
         let phys = e.pos + DLEDGER_ENTRY_HEADER_LEN;
         if sysflag::is_dispatched_to_consume_queue(view.sys_flag) {
             let tag_code = if view.topic == topic::SCHEDULE_TOPIC {
-                let level = view
-                    .property(keys::DELAY_TIME_LEVEL)
+                let level = delay_level
                     .and_then(|v| std::str::from_utf8(v).ok())
                     .and_then(|v| v.parse::<usize>().ok())
                     .unwrap_or(1)
@@ -210,7 +225,7 @@ impl Dispatcher {
                 let delay = self.delay_levels_ms.get(level - 1).copied().unwrap_or(1000);
                 view.store_timestamp + delay
             } else {
-                view.tag_code()
+                tags.map_or(0, tag::tag_code_of_bytes)
             };
             let unit = CqUnit {
                 physical_offset: phys,
@@ -225,16 +240,21 @@ impl Dispatcher {
                 tracing::error!(topic = view.topic, queue_id = view.queue_id, queue_offset = view.queue_offset, error = %err, "consume-queue dispatch failed");
             }
         }
-        if phys > self.index.last_physical_offset() {
-            let text = |k| view.property(k).and_then(|v| std::str::from_utf8(v).ok());
-            if let Err(err) = self.index.index_message(
+        if phys > self.indexed_through {
+            let key_list = key_list.and_then(|v| std::str::from_utf8(v).ok());
+            let uniq_key = uniq_key.and_then(|v| std::str::from_utf8(v).ok());
+            match self.index.index_message(
                 view.topic,
-                text(keys::KEYS),
-                text(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                key_list,
+                uniq_key,
                 phys,
                 view.store_timestamp,
             ) {
-                tracing::warn!(error = %err, "key index write failed");
+                Ok(()) => self.indexed_through = phys,
+                Err(err) => {
+                    tracing::warn!(error = %err, "key index write failed");
+                    self.indexed_through = self.index.last_physical_offset();
+                }
             }
         }
     }

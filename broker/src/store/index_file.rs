@@ -455,13 +455,29 @@ impl KeyIndex {
         if key.is_empty() {
             return Ok(());
         }
-        let hash = index_key_hash(topic, key);
         let _w = lock(&self.write_lock);
+        let hash = index_key_hash(topic, key);
+        self.put_locked(&mut None, hash, physical_offset, store_timestamp)
+    }
+
+    /// Adds one hash to `file` (the writable file, looked up once per record), rolling to a
+    /// new file when it is full. Caller holds `write_lock`.
+    fn put_locked(
+        &self,
+        file: &mut Option<Arc<IndexFile>>,
+        hash: i32,
+        physical_offset: i64,
+        store_timestamp: i64,
+    ) -> Result<(), StoreError> {
         for _ in 0..2 {
-            let f = self.writable_file(store_timestamp)?;
+            let f = match file {
+                Some(f) => f,
+                None => file.insert(self.writable_file(store_timestamp)?),
+            };
             if f.put(hash, physical_offset, store_timestamp)? {
                 return Ok(());
             }
+            *file = None;
         }
         Err(StoreError::Invalid(
             "index file full right after creation".into(),
@@ -477,11 +493,14 @@ impl KeyIndex {
         physical_offset: i64,
         store_timestamp: i64,
     ) -> Result<(), StoreError> {
-        if let Some(u) = uniq_key {
-            self.put_key(topic, u, physical_offset, store_timestamp)?;
-        }
-        for k in keys.into_iter().flat_map(|k| k.split(' ')) {
-            self.put_key(topic, k, physical_offset, store_timestamp)?;
+        let _w = lock(&self.write_lock);
+        let mut file = None;
+        let all = uniq_key
+            .into_iter()
+            .chain(keys.into_iter().flat_map(|k| k.split(' ')));
+        for k in all.filter(|k| !k.is_empty()) {
+            let hash = index_key_hash(topic, k);
+            self.put_locked(&mut file, hash, physical_offset, store_timestamp)?;
         }
         Ok(())
     }

@@ -24,6 +24,8 @@ use super::commit_log::{
 /// The runtime ledger seen as a [`ReplicatedLog`].
 pub struct LedgerLog {
     ledger: Ledger,
+    /// Kept so each read (every dispatched entry, every pulled record) needs no handle.
+    reader: rt::StoreReader,
     role_rx: watch::Receiver<LogRoleState>,
     committed_rx: watch::Receiver<CommitMark>,
 }
@@ -86,6 +88,7 @@ impl LedgerLog {
             }
         });
         LedgerLog {
+            reader: ledger.reader(),
             ledger,
             role_rx,
             committed_rx,
@@ -125,7 +128,7 @@ impl ReplicatedLog for LedgerLog {
         let Ok(i) = u64::try_from(index) else {
             return Ok(None);
         };
-        match self.ledger.reader().get(Index(i)) {
+        match self.reader.get(Index(i)) {
             Ok(e) => Ok(Some(LogEntry {
                 index: e.index.raw(),
                 pos: e.pos.raw(),
@@ -138,15 +141,15 @@ impl ReplicatedLog for LedgerLog {
 
     fn read_message(&self, phys: i64) -> Option<Bytes> {
         let phys = u64::try_from(phys).ok()?;
-        self.ledger.reader().read_message(phys).ok()
+        self.reader.read_message(phys).ok()
     }
 
     fn begin_index(&self) -> i64 {
-        Index::to_wire(self.ledger.reader().begin_index())
+        Index::to_wire(self.reader.begin_index())
     }
 
     fn end_index(&self) -> i64 {
-        Index::to_wire(self.ledger.reader().end_index())
+        Index::to_wire(self.reader.end_index())
     }
 
     fn shutdown(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {

@@ -117,6 +117,12 @@ impl TopicTable {
         self.topics.get(topic).map(|c| c.clone())
     }
 
+    /// `f` of the config of `topic`, without copying it (the send path reads a few numbers
+    /// per message).
+    pub fn with<R>(&self, topic: &str, f: impl FnOnce(&TopicConfig) -> R) -> Option<R> {
+        self.topics.get(topic).map(|c| f(&c))
+    }
+
     /// Whether `topic` exists.
     pub fn contains(&self, topic: &str) -> bool {
         self.topics.contains_key(topic)
