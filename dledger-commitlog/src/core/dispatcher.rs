@@ -333,7 +333,7 @@ impl<L: RaftLog> Node<L> {
         };
         let first = entries.first().map_or(-1, |e| e.index);
         let count = entries.len();
-        let wire: Vec<DLedgerEntry> = entries.iter().map(DLedgerEntry::from).collect();
+        let wire: Vec<DLedgerEntry> = entries.into_iter().map(DLedgerEntry::from).collect();
         let common = self.common_to(peer);
         let batch = kind == PushType::APPEND && self.cfg.enable_batch_push;
         let (entry, batch_entry) = if batch {

@@ -276,11 +276,18 @@ fn one() -> i32 {
 
 impl From<&LogEntry> for DLedgerEntry {
     fn from(e: &LogEntry) -> Self {
+        DLedgerEntry::from(e.clone())
+    }
+}
+
+/// Moves the body (no reference-count traffic: pushes build their wire entries this way).
+impl From<LogEntry> for DLedgerEntry {
+    fn from(e: LogEntry) -> Self {
         let size = i32::try_from(e.body.len())
             .unwrap_or(i32::MAX - ENTRY_HEADER_BYTES)
             .saturating_add(ENTRY_HEADER_BYTES);
         DLedgerEntry {
-            body: e.body.clone(),
+            body: e.body,
             body_crc: 0,
             chain_crc: 0,
             channel: 0,

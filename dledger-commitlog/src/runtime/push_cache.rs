@@ -48,24 +48,42 @@ impl Key {
     }
 }
 
+/// An encoded entry object: a range of a buffer holding the objects of several entries
+/// (those encoded together), so a push clones one reference per buffer, not per entry (the
+/// peer tasks run on different threads: per-entry reference counts would bounce between
+/// them).
+#[derive(Clone)]
+struct Object {
+    buf: Bytes,
+    start: usize,
+    end: usize,
+}
+
+impl Object {
+    fn len(&self) -> usize {
+        self.end - self.start
+    }
+}
+
 #[derive(Default)]
 struct Run {
     /// Consecutive indexes, oldest first.
-    items: VecDeque<(Key, Bytes)>,
+    items: VecDeque<(Key, Object)>,
+    /// Bytes of the objects held (not of the buffers behind them).
     bytes: usize,
 }
 
 impl Run {
-    fn get(&self, k: &Key) -> Option<&Bytes> {
+    fn get(&self, k: &Key) -> Option<&Object> {
         let first = self.items.front()?.0.index;
         let at = usize::try_from(k.index.checked_sub(first)?).ok()?;
         self.items
             .get(at)
             .filter(|(have, _)| have == k)
-            .map(|(_, json)| json)
+            .map(|(_, o)| o)
     }
 
-    fn insert(&mut self, k: Key, json: Bytes) {
+    fn insert(&mut self, k: Key, o: Object) {
         match self.items.back() {
             Some((last, _)) if last.index + 1 == k.index => {}
             Some((last, _)) if k.index <= last.index => {
@@ -84,9 +102,6 @@ impl Run {
                         self.bytes -= old.len();
                     }
                 }
-                if self.items.is_empty() {
-                    self.bytes = 0;
-                }
             }
             Some(_) => {
                 self.items.clear();
@@ -94,8 +109,8 @@ impl Run {
             }
             None => {}
         }
-        self.bytes += json.len();
-        self.items.push_back((k, json));
+        self.bytes += o.len();
+        self.items.push_back((k, o));
         while self.items.len() > MAX_ENTRIES || self.bytes > MAX_BYTES {
             match self.items.pop_front() {
                 Some((_, old)) => self.bytes -= old.len(),
@@ -124,10 +139,24 @@ impl EntryJsonCache {
             return encode_push_request(r);
         }
         let keys: Vec<Key> = r.batch_entry.iter().map(Key::of).collect();
-        let mut found: Vec<Option<Bytes>> = {
+        // Buffers the objects of this push live in (each cloned once), and per entry the
+        // buffer and range of its object.
+        let mut bufs: Vec<Bytes> = Vec::new();
+        let mut found: Vec<Option<(usize, usize, usize)>> = Vec::with_capacity(keys.len());
+        {
             let run = self.lock();
-            keys.iter().map(|k| run.get(k).cloned()).collect()
-        };
+            for k in &keys {
+                found.push(run.get(k).map(|o| {
+                    let same = bufs
+                        .last()
+                        .is_some_and(|b| b.as_ptr() == o.buf.as_ptr() && b.len() == o.buf.len());
+                    if !same {
+                        bufs.push(o.buf.clone());
+                    }
+                    (bufs.len() - 1, o.start, o.end)
+                }));
+            }
+        }
         let missing: Vec<usize> = (0..found.len()).filter(|&i| found[i].is_none()).collect();
         if !missing.is_empty() {
             let sized: usize = missing
@@ -135,28 +164,26 @@ impl EntryJsonCache {
                 .map(|&i| r.batch_entry[i].body.len() / 3 * 4 + 200)
                 .sum();
             let mut fresh = Vec::with_capacity(sized);
-            let mut ends = Vec::with_capacity(missing.len());
+            let mut ranges = Vec::with_capacity(missing.len());
             for &i in &missing {
+                let start = fresh.len();
                 encode_entry(&mut fresh, &r.batch_entry[i]);
-                ends.push(fresh.len());
+                ranges.push((start, fresh.len()));
             }
             let fresh = Bytes::from(fresh);
-            let mut start = 0;
-            for (&i, &end) in missing.iter().zip(&ends) {
-                found[i] = Some(fresh.slice(start..end));
-                start = end;
-            }
+            let id = bufs.len();
+            bufs.push(fresh.clone());
             let mut run = self.lock();
-            for &i in &missing {
-                if let Some(json) = &found[i] {
-                    run.insert(keys[i], json.clone());
-                }
+            for (&i, &(start, end)) in missing.iter().zip(&ranges) {
+                found[i] = Some((id, start, end));
+                let buf = fresh.clone();
+                run.insert(keys[i], Object { buf, start, end });
             }
         }
         let mut objects = found.into_iter();
-        encode_push_request_with(r, |buf, e| match objects.next().flatten() {
-            Some(json) => buf.extend_from_slice(&json),
-            None => encode_entry(buf, e),
+        encode_push_request_with(r, |out, e| match objects.next().flatten() {
+            Some((id, start, end)) => out.extend_from_slice(&bufs[id][start..end]),
+            None => encode_entry(out, e),
         })
     }
 }
@@ -267,8 +294,9 @@ mod tests {
         let run = cache.lock();
         assert_eq!(run.items.len(), MAX_ENTRIES);
         let last = DLedgerEntry::from(&entries[entries.len() - 1]);
-        let hit = run.get(&Key::of(&last)).cloned();
-        assert!(hit.is_some());
+        let hit = run
+            .get(&Key::of(&last))
+            .map(|o| o.buf.slice(o.start..o.end));
         let mut direct = Vec::new();
         encode_entry(&mut direct, &last);
         assert_eq!(hit.as_deref(), Some(&direct[..]));
