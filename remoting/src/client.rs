@@ -123,6 +123,12 @@ impl RemotingClient {
         slots.entry(addr).or_default().clone()
     }
 
+    /// The live connection to `addr`, if any (no slot is created).
+    fn live(&self, addr: SocketAddr) -> Option<ConnectionHandle> {
+        let slots = self.inner.slots.lock().unwrap_or_else(|e| e.into_inner());
+        slots.get(&addr)?.live()
+    }
+
     /// The connection to `addr`, connecting if needed.
     pub async fn connection(&self, addr: SocketAddr) -> Result<ConnectionHandle, RemotingError> {
         if self.inner.ctx.close_all.is_cancelled() {
@@ -184,7 +190,7 @@ impl RemotingClient {
     ) -> Result<RemotingCommand, RemotingError> {
         let deadline = Instant::now() + timeout;
         // A live connection (the usual case) needs neither the connect lock nor a timer.
-        let conn = match self.slot(addr).live() {
+        let conn = match self.live(addr) {
             Some(c) => c,
             None => match tokio::time::timeout_at(deadline, self.connection(addr)).await {
                 Ok(c) => c?,

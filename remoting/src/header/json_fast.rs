@@ -227,11 +227,39 @@ impl<'a> Parser<'a> {
 
     /// `code`/`version`/`opaque`/`flag`: a number, a numeric string, or null (0).
     fn lenient_i32(&mut self) -> Option<i32> {
+        if let Some(v) = self.short_uint() {
+            return Some(v);
+        }
         match self.peek()? {
             b'"' => self.string()?.trim().parse::<i32>().ok(),
             b'n' => self.literal(b"null").then_some(0),
             _ => i32::try_from(self.int()?.value).ok(),
         }
+    }
+
+    /// The common case of an integer field: 1 to 9 plain digits (no sign, no leading zero)
+    /// followed by a byte that cannot continue a number. Anything else (including the end
+    /// of the input) is left to [`Parser::int`], which agrees on every input this accepts.
+    fn short_uint(&mut self) -> Option<i32> {
+        let digits = self.b.get(self.i..)?;
+        let mut v = 0i32;
+        let mut n = 0;
+        for &d in digits.iter().take(9) {
+            if !d.is_ascii_digit() {
+                break;
+            }
+            v = v * 10 + i32::from(d - b'0');
+            n += 1;
+        }
+        let next = *digits.get(n)?;
+        if n == 0
+            || (n > 1 && digits[0] == b'0')
+            || matches!(next, b'0'..=b'9' | b'.' | b'e' | b'E')
+        {
+            return None;
+        }
+        self.i += n;
+        Some(v)
     }
 
     /// `language`: a name, a number or null; unknown ones are OTHER.
@@ -375,6 +403,8 @@ mod tests {
             br#"{"language":"RUST_NEW","code":1,"opaque":null,"remark":"caf\u00e9 \"q\" \\ \/ \b\f\n\r\t","x":1,"y":"s","z":null,"w":true}"#,
             br#"{"code":-2147483648,"extFields":{},"flag":2147483647,"language":null,"version":" 7 "}"#,
             br#"{"code":1,"extFields":{"k":"1"},"extFields":{"k":"2","j":"x"},"code":2}"#,
+            br#"{"code":0,"flag":10,"opaque":123456789,"version":1234567890,"language":7}"#,
+            br#"{"code":2147483647,"flag":0 ,"opaque":987654321}"#,
             "{\"code\":1,\"remark\":\"é漢字🎉\",\"extFields\":{\"ключ\":\"значение\"}}".as_bytes(),
         ] {
             assert!(check(text), "{:?}", String::from_utf8_lossy(text));
@@ -389,6 +419,9 @@ mod tests {
             b"{\"code\":-0}",
             b"{\"code\":01}",
             b"{\"code\":1e2}",
+            b"{\"code\":12.5}",
+            b"{\"code\":00}",
+            b"{\"code\":2147483648}",
             b"{\"code\":99999999999}",
             b"{\"code\":1,\"extFields\":{\"x\":1.5}}",
             b"{\"code\":1,\"extFields\":{\"a\":[1]}}",
