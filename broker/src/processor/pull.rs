@@ -16,7 +16,7 @@ use remoting::{ConnectionHandle, RemotingCommand, ResponseCode};
 use crate::clients::Subscription;
 use crate::context::{BrokerContext, ServingRole};
 use crate::error::BrokerError;
-use crate::store::long_poll::hold_until;
+use crate::store::long_poll::hold_for_queue;
 use crate::store::message_store::{GetResult, GetStatus};
 use crate::store::topics::perm;
 
@@ -144,13 +144,16 @@ pub async fn pull(
         } else {
             ctx.config.short_polling_time_mills as i64
         };
-        let store = Arc::clone(&ctx.store);
-        let (topic_name, qid, offset) = (h.topic.clone(), h.queue_id, h.queue_offset);
-        hold_until(
+        let store = &ctx.store;
+        let (qid, offset) = (h.queue_id, h.queue_offset);
+        hold_for_queue(
+            store.consume_queues(),
             store.dispatched(),
+            &h.topic,
+            qid,
             Duration::from_millis(hold_ms as u64),
             &ctx.shutdown,
-            || store.max_offset(&topic_name, qid) > offset,
+            || store.max_offset(&h.topic, qid) > offset,
         )
         .await;
         r = lookup(&ctx, &h, &sub);

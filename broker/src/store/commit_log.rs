@@ -92,6 +92,39 @@ impl LogEntry {
     }
 }
 
+/// Committed-mark changes for the dispatcher: the log's own watch where the log has one of
+/// another type (the ledger's), so waking the dispatcher takes no forwarding task in between.
+pub enum CommitWatch {
+    /// The broker-typed watch ([`ReplicatedLog::committed`]).
+    Broker(watch::Receiver<CommitMark>),
+    /// The DLedger runtime's watch, read directly.
+    Ledger(watch::Receiver<dledger_commitlog::runtime::CommittedMark>),
+}
+
+impl CommitWatch {
+    /// The current mark, marked as seen.
+    pub fn borrow_and_update(&mut self) -> CommitMark {
+        match self {
+            CommitWatch::Broker(rx) => *rx.borrow_and_update(),
+            CommitWatch::Ledger(rx) => {
+                let m = rx.borrow_and_update();
+                CommitMark {
+                    index: m.index,
+                    end_pos: m.end_pos,
+                }
+            }
+        }
+    }
+
+    /// Waits for a mark not yet seen; `Err` when the log is gone.
+    pub async fn changed(&mut self) -> Result<(), watch::error::RecvError> {
+        match self {
+            CommitWatch::Broker(rx) => rx.changed().await,
+            CommitWatch::Ledger(rx) => rx.changed().await,
+        }
+    }
+}
+
 /// Future of a proposal.
 pub type ProposeFuture = Pin<Box<dyn Future<Output = Result<LogPosition, ProposeFailure>> + Send>>;
 
@@ -103,6 +136,10 @@ pub trait ReplicatedLog: Send + Sync + 'static {
     fn role(&self) -> watch::Receiver<LogRoleState>;
     /// Committed mark changes.
     fn committed(&self) -> watch::Receiver<CommitMark>;
+    /// The same changes for the dispatcher, as directly as the log can give them.
+    fn commit_watch(&self) -> CommitWatch {
+        CommitWatch::Broker(self.committed())
+    }
     /// The committed entry `index`; `Ok(None)` when it is not (or no longer) readable.
     fn committed_entry(&self, index: i64) -> Result<Option<LogEntry>, String>;
     /// The record at physical offset `phys` if it is committed.

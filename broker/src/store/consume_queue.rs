@@ -166,6 +166,9 @@ pub struct ConsumeQueue {
     /// Logical offset up to which data has been fsynced.
     flushed_offset: AtomicI64,
     write_lock: Mutex<()>,
+    /// Held pulls of this queue wait here; the dispatcher wakes them once per dispatch step
+    /// in which the queue grew (not every held pull on every step).
+    appended: tokio::sync::Notify,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -205,6 +208,7 @@ impl ConsumeQueue {
             max_physical_end: AtomicI64::new(0),
             flushed_offset: AtomicI64::new(0),
             write_lock: Mutex::new(()),
+            appended: tokio::sync::Notify::new(),
         };
         q.recover()?;
         Ok(q)
@@ -334,6 +338,16 @@ impl ConsumeQueue {
     /// First logical offset still readable.
     pub fn min_offset(&self) -> i64 {
         self.min_offset.load(Ordering::Acquire)
+    }
+
+    /// Wakes the held pulls of this queue (the dispatcher calls it after a step that grew it).
+    pub fn wake_waiters(&self) {
+        self.appended.notify_waiters();
+    }
+
+    /// What held pulls wait on; see [`ConsumeQueue::wake_waiters`].
+    pub fn appended(&self) -> &tokio::sync::Notify {
+        &self.appended
     }
 
     /// End (offset + size) in the commit log of the last unit; 0 when empty.

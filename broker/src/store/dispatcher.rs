@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::commit_log::{first_index_at_or_after, LogEntry, ReplicatedLog};
-use super::consume_queue::{ConsumeQueueSet, CqUnit};
+use super::consume_queue::{AppendOutcome, ConsumeQueue, ConsumeQueueSet, CqUnit};
 use super::delay_offsets::{DelayOffsetTable, ScheduleOrigin, SCHEDULE_ORIGIN_PROPERTY};
 use super::index_file::KeyIndex;
 use crate::message::properties::{find_properties, keys};
@@ -49,6 +49,8 @@ pub struct Dispatcher {
     /// Physical offset of the newest record handed to the key index (the dispatcher is its
     /// only writer): records at or below it are not indexed again.
     indexed_through: i64,
+    /// Queues that grew since progress was last published: their held pulls are woken then.
+    grown: Vec<Arc<ConsumeQueue>>,
 }
 
 impl Dispatcher {
@@ -122,6 +124,7 @@ impl Dispatcher {
                 next_index,
                 markers_only_below,
                 indexed_through,
+                grown: Vec::new(),
             },
             rx,
         ))
@@ -129,7 +132,7 @@ impl Dispatcher {
 
     /// Runs until `stop` is cancelled.
     pub async fn run(mut self, stop: CancellationToken) {
-        let mut committed = self.log.committed();
+        let mut committed = self.log.commit_watch();
         loop {
             let target = committed.borrow_and_update().index;
             let mut progressed = None;
@@ -146,7 +149,7 @@ impl Dispatcher {
                         // Publish in chunks so long polls wake early under heavy load.
                         if self.next_index % 256 == 0 {
                             if let Some(m) = progressed.take() {
-                                self.tx.send_replace(m);
+                                self.publish(m);
                             }
                             tokio::task::yield_now().await;
                         }
@@ -165,7 +168,7 @@ impl Dispatcher {
                 }
             }
             if let Some(m) = progressed {
-                self.tx.send_replace(m);
+                self.publish(m);
             }
             tokio::select! {
                 _ = stop.cancelled() => break,
@@ -179,6 +182,14 @@ impl Dispatcher {
         }
         if let Err(e) = self.index.flush() {
             tracing::error!(error = %e, "flushing index at shutdown failed");
+        }
+    }
+
+    /// Publishes progress and wakes the held pulls of the queues that grew.
+    fn publish(&mut self, m: DispatchMark) {
+        self.tx.send_replace(m);
+        for q in self.grown.drain(..) {
+            q.wake_waiters();
         }
     }
 
@@ -235,9 +246,18 @@ impl Dispatcher {
             let res = self
                 .cqs
                 .get_or_create(view.topic, view.queue_id)
-                .and_then(|q| q.append(view.queue_offset, unit));
-            if let Err(err) = res {
-                tracing::error!(topic = view.topic, queue_id = view.queue_id, queue_offset = view.queue_offset, error = %err, "consume-queue dispatch failed");
+                .and_then(|q| q.append(view.queue_offset, unit).map(|o| (q, o)));
+            match res {
+                Ok((q, AppendOutcome::Appended)) => {
+                    // A step touches few queues: a short scan keeps each once.
+                    if !self.grown.iter().any(|g| Arc::ptr_eq(g, &q)) {
+                        self.grown.push(q);
+                    }
+                }
+                Ok((_, AppendOutcome::AlreadyPresent)) => {}
+                Err(err) => {
+                    tracing::error!(topic = view.topic, queue_id = view.queue_id, queue_offset = view.queue_offset, error = %err, "consume-queue dispatch failed");
+                }
             }
         }
         if phys > self.indexed_through {

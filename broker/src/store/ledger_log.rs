@@ -1,8 +1,9 @@
 //! [`ReplicatedLog`] over the DLedger [`Ledger`] runtime (notes/LEDGER_API.md).
 //!
 //! Role and committed watches are forwarded by two small tasks (mapping the runtime's types
-//! to the broker's); reads go straight to the runtime's `StoreReader` (committed entries only,
-//! CRC-checked).
+//! to the broker's); the dispatcher reads the runtime's committed watch directly
+//! ([`ReplicatedLog::commit_watch`]), one task hop less between a commit and its dispatch.
+//! Reads go straight to the runtime's `StoreReader` (committed entries only, CRC-checked).
 //!
 //! PHYSICALOFFSET: the ledger's append hook (installed by `broker::ledger_options`) writes
 //! `pos + 48` into the record before it is stored and replicated, as Java's DLedgerCommitLog
@@ -17,8 +18,8 @@ use dledger_commitlog::Index;
 use tokio::sync::watch;
 
 use super::commit_log::{
-    CommitMark, LedgerRole, LogEntry, LogPosition, LogRoleState, ProposeFailure, ProposeFuture,
-    ReplicatedLog,
+    CommitMark, CommitWatch, LedgerRole, LogEntry, LogPosition, LogRoleState, ProposeFailure,
+    ProposeFuture, ReplicatedLog,
 };
 
 /// The runtime ledger seen as a [`ReplicatedLog`].
@@ -122,6 +123,10 @@ impl ReplicatedLog for LedgerLog {
 
     fn committed(&self) -> watch::Receiver<CommitMark> {
         self.committed_rx.clone()
+    }
+
+    fn commit_watch(&self) -> CommitWatch {
+        CommitWatch::Ledger(self.ledger.committed())
     }
 
     fn committed_entry(&self, index: i64) -> Result<Option<LogEntry>, String> {

@@ -1,13 +1,16 @@
-//! Long polling (PULL_MESSAGE with the suspend flag): a held pull waits on the dispatcher's
-//! progress watch and re-runs its lookup after every dispatch step, until it finds data, the
-//! suspend timeout passes, or the broker shuts down. No per-request task or table: the held
-//! request's own future does the waiting.
+//! Long polling (PULL_MESSAGE with the suspend flag): a held pull waits until its queue grows
+//! ([`hold_for_queue`]: the queue's own notification, raised by the dispatcher once per step
+//! in which that queue grew, so a step wakes only the pulls it concerns), the suspend timeout
+//! passes, or the broker shuts down. A pull for a queue that does not exist yet waits on the
+//! dispatcher's progress watch until it does ([`hold_until`]). No per-request task or table:
+//! the held request's own future does the waiting.
 
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::consume_queue::ConsumeQueueSet;
 use super::dispatcher::DispatchMark;
 
 /// Why a held request stopped waiting.
@@ -39,6 +42,46 @@ pub async fn hold_until(
             _ = stop.cancelled() => return Wake::Shutdown,
             _ = tokio::time::sleep_until(deadline) => return Wake::Timeout,
             r = dispatched.changed() => if r.is_err() { return Wake::Shutdown },
+        }
+    }
+}
+
+/// Waits until `ready()` holds, checked whenever queue `topic`/`queue_id` grows (or, while
+/// the queue does not exist, after each dispatch step), `hold` passes, or `stop` is cancelled.
+pub async fn hold_for_queue(
+    cqs: &ConsumeQueueSet,
+    mut dispatched: watch::Receiver<DispatchMark>,
+    topic: &str,
+    queue_id: i32,
+    hold: Duration,
+    stop: &CancellationToken,
+    mut ready: impl FnMut() -> bool,
+) -> Wake {
+    let deadline = tokio::time::Instant::now() + hold;
+    dispatched.borrow_and_update();
+    loop {
+        let Some(q) = cqs.get(topic, queue_id) else {
+            if ready() {
+                return Wake::Ready;
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return Wake::Shutdown,
+                _ = tokio::time::sleep_until(deadline) => return Wake::Timeout,
+                r = dispatched.changed() => if r.is_err() { return Wake::Shutdown },
+            }
+            continue;
+        };
+        // Registered before the check, so growth between the check and the wait still wakes.
+        let grown = q.appended().notified();
+        tokio::pin!(grown);
+        grown.as_mut().enable();
+        if ready() {
+            return Wake::Ready;
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return Wake::Shutdown,
+            _ = tokio::time::sleep_until(deadline) => return Wake::Timeout,
+            _ = &mut grown => {}
         }
     }
 }
@@ -77,6 +120,76 @@ mod tests {
         assert_eq!(
             hold_until(rx, Duration::from_secs(30), &stop, || false).await,
             Wake::Shutdown
+        );
+    }
+
+    #[tokio::test]
+    async fn a_queue_hold_wakes_on_that_queue_only_and_waits_for_a_missing_queue() {
+        use crate::store::consume_queue::CqUnit;
+        let dir = tempfile::tempdir().unwrap();
+        let cqs = std::sync::Arc::new(ConsumeQueueSet::open(dir.path(), 20 * 100).unwrap());
+        let (tx, rx) = watch::channel(DispatchMark::default());
+        let stop = CancellationToken::new();
+        let unit = |n: i64| CqUnit {
+            physical_offset: 48 + 100 * n,
+            size: 100,
+            tag_code: 0,
+        };
+        // The queue does not exist yet: the dispatch watch is polled until it does.
+        let wakes = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let h = tokio::spawn({
+            let (cqs, rx, stop, wakes) = (cqs.clone(), rx.clone(), stop.clone(), wakes.clone());
+            async move {
+                let c = cqs.clone();
+                hold_for_queue(
+                    &cqs,
+                    rx,
+                    "T",
+                    0,
+                    Duration::from_secs(30),
+                    &stop,
+                    move || {
+                        wakes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        c.max_offset("T", 0) > 1
+                    },
+                )
+                .await
+            }
+        });
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while wakes.load(std::sync::atomic::Ordering::SeqCst) < 1 {
+            assert!(tokio::time::Instant::now() < deadline, "hold never checked");
+            tokio::task::yield_now().await;
+        }
+        let q = cqs.get_or_create("T", 0).unwrap();
+        q.append(0, unit(0)).unwrap();
+        tx.send_replace(DispatchMark {
+            index: 0,
+            end_pos: 148,
+        });
+        // Growth of another queue, announced on its own notification, wakes nothing here.
+        let other = cqs.get_or_create("T", 1).unwrap();
+        while wakes.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no re-check after the queue appeared"
+            );
+            tokio::task::yield_now().await;
+        }
+        let seen = wakes.load(std::sync::atomic::Ordering::SeqCst);
+        other.append(0, unit(1)).unwrap();
+        other.wake_waiters();
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(wakes.load(std::sync::atomic::Ordering::SeqCst), seen);
+        assert!(!h.is_finished());
+        q.append(1, unit(2)).unwrap();
+        q.wake_waiters();
+        assert_eq!(h.await.unwrap(), Wake::Ready);
+        assert_eq!(
+            hold_for_queue(&cqs, rx, "T", 0, Duration::from_millis(20), &stop, || false).await,
+            Wake::Timeout
         );
     }
 }
