@@ -14,9 +14,12 @@
 //!   behind, the writer faults the rest in itself rather than waiting for it. Without bulk
 //!   populate, the file is touched page by page before it is published.
 //! * Index files are small but, with small entries, needed often (2 MiB of index per ~11 MiB
-//!   of 128-byte entries); populating a data file takes tens of milliseconds. So index jobs
-//!   go first, and a data file is populated in 2 MiB chunks with waiting index jobs done in
-//!   between, skipping what the writer has already written.
+//!   of 128-byte entries); populating a data file takes tens of milliseconds. So creations go
+//!   first (index files first), a data file is populated after the waiting creations (a
+//!   populate queue), in 2 MiB chunks with any creation asked for meanwhile done in between,
+//!   skipping what the writer has already written and the 2 MiB just ahead of it (the writer
+//!   faults those in itself: both working on the same large folio only makes one wait for
+//!   the other).
 //! * The directory fsync that makes a new name durable is left to the first flush that
 //!   covers the file (a journal commit: up to ~15 ms here, it would hold up the next job).
 
@@ -48,16 +51,13 @@ impl Queue {
             .unwrap_or(0);
         self.pending.remove(i)
     }
-
-    /// The next waiting index job, if any.
-    fn pop_index(&mut self) -> Option<(Kind, u64)> {
-        let i = self.pending.iter().position(|(k, _)| *k == Kind::Index)?;
-        self.pending.remove(i)
-    }
 }
 
 /// Bytes of a data file populated between two looks at the queue (~0.5 ms).
 const POPULATE_CHUNK: u64 = 2 << 20;
+/// Bytes just ahead of the writer that are left to it (one large folio), once it has caught
+/// up with this thread.
+const WRITER_GAP: u64 = 2 << 20;
 
 #[derive(Debug, Default)]
 pub(crate) struct PreallocState {
@@ -213,15 +213,17 @@ fn release(sh: &Shared, kind: Kind, start: u64) {
     sh.prealloc.cv.notify_all();
 }
 
-/// Runs the index jobs waiting now (between two chunks of a data file); false once stopping.
-fn run_waiting_index_jobs(sh: &Shared) -> bool {
+/// Runs the creations waiting now (between two chunks of a data file: index files first, and
+/// the next data file, so that it exists long before the writer needs it); false once
+/// stopping.
+fn run_waiting_creations(sh: &Shared) -> bool {
     loop {
         let job = {
             let mut q = sh.prealloc.lock();
             if q.stop {
                 return false;
             }
-            q.pop_index()
+            q.pop_next()
         };
         match job {
             Some((kind, start)) => run_job(sh, kind, start),
@@ -265,7 +267,9 @@ fn create_one(sh: &Shared, kind: Kind, start: u64) {
                         Kind::Index => {
                             let _ = seg.populate_bulk(0, seg.len());
                         }
-                        Kind::Data => populate_ahead_of_writer(sh, &seg),
+                        // After the creations waiting now (possibly from between two chunks
+                        // of the file before this one).
+                        Kind::Data => sh.prealloc.request_populate(kind, start),
                     }
                 }
             } else {
@@ -322,16 +326,15 @@ fn bulk_supported(sh: &Shared, seg: &Segment) -> bool {
 fn populate_ahead_of_writer(sh: &Shared, seg: &Segment) {
     let mut off = 0;
     while off < seg.len() {
-        if !run_waiting_index_jobs(sh) {
+        if !run_waiting_creations(sh) {
             return;
         }
-        let written = sh.flush.data_written().saturating_sub(seg.start());
+        // Relative to the file; none while the writer is still in an earlier file.
+        let written = sh.flush.data_written().checked_sub(seg.start());
         let chunk_end = off + POPULATE_CHUNK;
-        if written < chunk_end {
-            let from = written.max(off);
-            if seg.populate_bulk(from, chunk_end - from).is_err() {
-                return;
-            }
+        let from = written.map_or(off, |w| off.max(w + WRITER_GAP));
+        if from < chunk_end && seg.populate_bulk(from, chunk_end - from).is_err() {
+            return;
         }
         off += POPULATE_CHUNK;
     }
