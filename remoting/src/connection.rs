@@ -13,11 +13,9 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::future::Future;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -649,21 +647,26 @@ fn dispatch(
         serialize_type: cmd.serialize_type(),
         code: cmd.code(),
     };
-    let processor = ctx.processor.clone();
-    let task_conn = conn.clone();
-    let mut work: Pin<Box<dyn Future<Output = Option<RemotingCommand>> + Send>> =
-        Box::pin(async move { processor.process(task_conn, cmd).await });
     // Poll once right here: most processors answer without waiting, and that saves a task
     // spawn per request. Anything that waits (a held long-poll pull, a store append) moves to
-    // its own task, so the reader never waits for a processor.
-    match std::panic::catch_unwind(AssertUnwindSafe(|| (&mut work).now_or_never())) {
-        Ok(Some(response)) => {
-            drop(work);
+    // its own task, so the reader never waits for a processor. A panic while building or
+    // polling the future is caught like one inside it.
+    let processor = ctx.processor.clone();
+    let task_conn = conn.clone();
+    let polled = std::panic::catch_unwind(AssertUnwindSafe(move || {
+        let mut work = processor.process_owned(task_conn, cmd);
+        match (&mut work).now_or_never() {
+            Some(response) => Ok(response),
+            None => Err(work),
+        }
+    }));
+    match polled {
+        Ok(Ok(response)) => {
             if let Some(response) = finish_response(conn, meta, Ok(response)) {
                 queue_response(conn, ctx, meta, response);
             }
         }
-        Ok(None) => {
+        Ok(Err(work)) => {
             running.fetch_add(1, Ordering::AcqRel);
             let running = RunningGuard(running.clone());
             let conn = conn.clone();
@@ -783,4 +786,53 @@ fn finish_response(
     let mut response = response?;
     stamp_response(&mut response, meta);
     Some(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::{
+        processor_fn, ClientConfig, RemotingClient, RemotingCommand, RemotingServer, RequestCode,
+        ResponseCode, ServerConfig,
+    };
+
+    #[tokio::test]
+    async fn a_panicking_processor_is_answered_with_system_error() {
+        let server = RemotingServer::builder(ServerConfig::default())
+            .register(
+                RequestCode(1),
+                processor_fn(|_c, _r| -> std::future::Ready<Option<RemotingCommand>> {
+                    panic!("while building the future")
+                }),
+            )
+            .register(
+                RequestCode(2),
+                processor_fn(|_c, _r| async move { panic!("inside the future") }),
+            )
+            .register(
+                RequestCode(3),
+                processor_fn(|_c, _r| async move {
+                    tokio::task::yield_now().await;
+                    panic!("after waiting, on its own task")
+                }),
+            )
+            .bind("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let client = RemotingClient::new(ClientConfig::default());
+        for code in [1, 2, 3] {
+            let r = client
+                .invoke(
+                    server.local_addr(),
+                    RemotingCommand::request_empty(RequestCode(code)),
+                    Duration::from_secs(5),
+                )
+                .await
+                .unwrap();
+            assert_eq!(r.response_code(), ResponseCode::SYSTEM_ERROR, "code {code}");
+        }
+        client.shutdown().await;
+        server.shutdown().await;
+    }
 }

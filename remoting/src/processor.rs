@@ -29,6 +29,18 @@ pub trait RequestProcessor: Send + Sync + 'static {
     /// CHECK_TRANSACTION_STATE later).
     fn process<'a>(&'a self, conn: ConnectionHandle, request: RemotingCommand)
         -> ProcessFuture<'a>;
+
+    /// [`RequestProcessor::process`] with a future that owns what it needs, so the
+    /// connection can move it to its own task if it waits. The default wraps `process`
+    /// (one more allocation); processors that can build an owning future directly override
+    /// it.
+    fn process_owned(
+        self: Arc<Self>,
+        conn: ConnectionHandle,
+        request: RemotingCommand,
+    ) -> ProcessFuture<'static> {
+        Box::pin(async move { self.process(conn, request).await })
+    }
 }
 
 /// Adapter turning an async closure into a processor.
@@ -44,6 +56,15 @@ where
         conn: ConnectionHandle,
         request: RemotingCommand,
     ) -> ProcessFuture<'a> {
+        Box::pin((self.0)(conn, request))
+    }
+
+    fn process_owned(
+        self: Arc<Self>,
+        conn: ConnectionHandle,
+        request: RemotingCommand,
+    ) -> ProcessFuture<'static> {
+        // The closure's future owns its captures already.
         Box::pin((self.0)(conn, request))
     }
 }
@@ -101,13 +122,27 @@ impl RequestProcessor for ProcessorRegistry {
     ) -> ProcessFuture<'a> {
         match self.lookup(request.code()) {
             Some(p) => p.process(conn, request),
-            None => {
-                tracing::debug!(code = request.code(), peer = %conn.remote_addr(), "request code not supported");
-                let resp = RemotingCommand::request_code_not_supported(&request);
-                Box::pin(async move { Some(resp) })
-            }
+            None => not_supported(&conn, &request),
         }
     }
+
+    fn process_owned(
+        self: Arc<Self>,
+        conn: ConnectionHandle,
+        request: RemotingCommand,
+    ) -> ProcessFuture<'static> {
+        match self.lookup(request.code()) {
+            Some(p) => p.clone().process_owned(conn, request),
+            None => not_supported(&conn, &request),
+        }
+    }
+}
+
+/// Java's answer to a request code nobody handles.
+fn not_supported(conn: &ConnectionHandle, request: &RemotingCommand) -> ProcessFuture<'static> {
+    tracing::debug!(code = request.code(), peer = %conn.remote_addr(), "request code not supported");
+    let resp = RemotingCommand::request_code_not_supported(request);
+    Box::pin(async move { Some(resp) })
 }
 
 /// Hooks for connection lifecycle events (the name server drops brokers whose connection
