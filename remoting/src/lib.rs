@@ -10,6 +10,8 @@
 //!          |                  a processor that waits gets its own task) -> processor.rs
 //!     outbox.rs               senders encode frames into one bounded per-connection buffer;
 //!          |                  the writer task writes it out in batches
+//!     waiters.rs              opaque -> waiter of requests this side sent, with deadlines;
+//!          |                  one sweeper per connection expires them (no timer per call)
 //!     codec.rs                tokio-util Decoder/Encoder (thin adapter)
 //!          |
 //!     command.rs              RemotingCommand <-> header/json.rs | header/binary.rs
@@ -32,7 +34,9 @@
 //!   exactly as Java writes them and read leniently (C++/Go/JS clients). The common header
 //!   shape is read by a hand-written parser (header/json_fast.rs) that gives up on anything
 //!   unusual; the serde-based parser then decides, so both always agree.
-//! * Every channel is bounded, every call has a timeout, no std lock is held across `.await`.
+//! * Every channel and outbox is bounded, every call has a timeout, no std lock is held
+//!   across `.await`. The reader never waits to queue a frame (a held long-poll cannot delay
+//!   other responses): when the outbox is full a response waits on a task of its own.
 //! * A server's connections together hold at most `max_partial_frame_bytes` in partial frames
 //!   (budget.rs); the connection whose read goes past it is closed.
 //!
