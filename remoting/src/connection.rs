@@ -835,4 +835,75 @@ mod tests {
         client.shutdown().await;
         server.shutdown().await;
     }
+
+    #[tokio::test]
+    async fn requests_over_the_concurrency_cap_get_system_busy() {
+        let release = std::sync::Arc::new(tokio::sync::Notify::new());
+        let held = release.clone();
+        let config = ServerConfig {
+            connection: crate::ConnectionConfig {
+                max_concurrent_requests: 1,
+                ..crate::ConnectionConfig::default()
+            },
+            ..ServerConfig::default()
+        };
+        let server = RemotingServer::builder(config)
+            .register(
+                RequestCode(1),
+                processor_fn(move |_c, _r| {
+                    let held = held.clone();
+                    async move {
+                        held.notified().await;
+                        Some(RemotingCommand::success())
+                    }
+                }),
+            )
+            .default_processor(processor_fn(|_c, _r| async move {
+                Some(RemotingCommand::success())
+            }))
+            .bind("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let client = RemotingClient::new(ClientConfig::default());
+        let addr = server.local_addr();
+        let t = Duration::from_secs(5);
+        let first = {
+            let client = client.clone();
+            tokio::spawn(async move {
+                client
+                    .invoke(addr, RemotingCommand::request_empty(RequestCode(1)), t)
+                    .await
+            })
+        };
+        // Until the held request occupies the only slot, others may still pass.
+        let busy = loop {
+            let r = client
+                .invoke(addr, RemotingCommand::request_empty(RequestCode(2)), t)
+                .await
+                .unwrap();
+            if r.response_code() == ResponseCode::SYSTEM_BUSY {
+                break r;
+            }
+            tokio::task::yield_now().await;
+        };
+        assert_eq!(busy.remark(), Some(super::OVERLOAD_REMARK));
+        release.notify_one();
+        let r = first.await.unwrap().unwrap();
+        assert_eq!(r.response_code(), ResponseCode::SUCCESS);
+        // The slot is free again once the held processor's task ended.
+        let deadline = tokio::time::Instant::now() + t;
+        loop {
+            let r = client
+                .invoke(addr, RemotingCommand::request_empty(RequestCode(2)), t)
+                .await
+                .unwrap();
+            if r.response_code() == ResponseCode::SUCCESS {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "slot never freed");
+            tokio::task::yield_now().await;
+        }
+        client.shutdown().await;
+        server.shutdown().await;
+    }
 }
