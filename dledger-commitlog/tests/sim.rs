@@ -179,35 +179,13 @@ fn check_retention_outcomes(outcomes: &[Outcome]) {
 /// a deposed leader's divergent log, or empty) and is caught up or marked needs-reinstall
 /// within 30 s, with bounded repair traffic.
 ///
-/// Ignored: open core bugs (src/core/dispatcher.rs `on_compare_response`, not this harness);
-/// all need a deposed leader restarting with an uncommitted divergent suffix (from index 41):
-/// 1. Safety, `SIM_SEED=1856` (also 1889, 3402, 3837): the leader has deleted below 45. Its
-///    COMPARE walk-back reaches its begin without a match and it sends TRUNCATE at 45; the
-///    follower cuts after 44 and appends entry 45 (its divergent 41..44 happen to end at the
-///    same byte position), so it keeps term-1 entries 41..44 under a verified entry and commits
-///    them: "committed entry changed: index 41 committed with term 2 before, n1 commits term 1".
-/// 2. Liveness, `SIM_SEED=13` (also 15, 26, 30, 32, 38, 47, ...): the same TRUNCATE at the
-///    leader's begin (50), but the follower's append lands at another position and it answers
-///    INCONSISTENT_STATE; the leader backs off 200 ms, COMPAREs and TRUNCATEs at 50 again,
-///    forever: never caught up, never marked needs-reinstall (only `end + 1 < begin` is).
-/// 3. Liveness, `SIM_SEED=1075` (also 1437): the follower deleted every entry it had
-///    committed (its begin is 41, its first divergent entry); the leader (begin 29) still holds
-///    entry 41, but COMPARE at 40 fails (deleted on the follower), the walk-back gives up and
-///    TRUNCATE at the leader's begin 29 is refused (below the follower's begin), forever.
-///
-/// The variant test below (family `retention_no_divergent_begin`) runs every other case.
+/// Regressions it found in core: a TRUNCATE at the leader's begin kept a divergent prefix below
+/// it and committed it (`SIM_SEED=1856`), or was retried forever (`SIM_SEED=13`), and a follower
+/// that had deleted its own committed prefix was sent a TRUNCATE below its begin forever
+/// (`SIM_SEED=1075`).
 #[test]
-#[ignore = "core bugs: TRUNCATE at the leader's begin over an unverified divergent prefix (SIM_SEED=1856 safety, 13 and 1075 liveness)"]
 fn sim09_lagging_follower_with_retention_catches_up_or_needs_reinstall() {
     check_retention_outcomes(&sweep("retention"));
-}
-
-/// SIM-09 without the cases of the open bugs above (a divergent suffix starting at or below a
-/// begin index, the leader's or the follower's own): intact, empty and divergent followers,
-/// whose next entry the leader deleted or not.
-#[test]
-fn sim09_lagging_follower_with_retention_except_a_divergent_suffix_over_a_begin() {
-    check_retention_outcomes(&sweep("retention_no_divergent_begin"));
 }
 
 /// SIM-10: push responses delayed past maxPushTimeOutMs or dropped while pushes keep arriving,

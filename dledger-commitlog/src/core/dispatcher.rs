@@ -394,6 +394,17 @@ impl<L: RaftLog> Node<L> {
             PushType::COMPARE => self.on_compare_response(peer, ctx.first, result),
             PushType::TRUNCATE => match result {
                 Ok(p) if p.code == DLedgerCode::SUCCESS => self.enter_append(peer, ctx.first),
+                // Refused at our begin while the follower holds entries below it that it has
+                // not seen committed: only entries this leader deleted could prove them (R11).
+                Ok(p)
+                    if p.code == DLedgerCode::INCONSISTENT_STATE
+                        && ctx.first == self.log.begin_index()
+                        && (0..ctx.first).contains(&p.begin_index) =>
+                {
+                    self.mark_needs_reinstall(peer, p.end_index, ctx.first);
+                    let recheck = self.cfg.heartbeat_interval_ms * REINSTALL_RECHECK_HEARTBEATS;
+                    self.enter_compare(peer, None, self.now_ms + recheck);
+                }
                 _ => self.enter_compare(peer, None, self.backoff_ms()),
             },
             PushType::APPEND => match result {
@@ -464,9 +475,14 @@ impl<L: RaftLog> Node<L> {
                 } else {
                     Some(ci - 1)
                 };
+                // No common entry at or above the lowest index both logs hold. A follower that
+                // deleted its own (committed) prefix is rebuilt from its begin; otherwise the
+                // TRUNCATE at our begin replaces its log there, and the follower refuses it when
+                // it cannot vouch for the entries it would keep below (see `truncate`).
+                let floor = if fb > lb && fb <= le { fb } else { lb };
                 match next {
-                    Some(n) if n >= lb => self.enter_compare(peer, Some(n), self.now_ms),
-                    _ => self.enter_truncate(peer, lb),
+                    Some(n) if n >= floor => self.enter_compare(peer, Some(n), self.now_ms),
+                    _ => self.enter_truncate(peer, floor),
                 }
             }
             _ => self.enter_compare(peer, Some(ci), self.backoff_ms()),

@@ -170,6 +170,13 @@ impl<L: RaftLog> Node<L> {
             if e.index <= self.committed {
                 return DLedgerCode::INCONSISTENT_STATE; // would overwrite a committed entry
             }
+            // A TRUNCATE that matched nothing keeps our entries below it unverified: only
+            // accept it when those are committed here or verified in this term (or there are
+            // none). The leader sends it at its begin when it deleted the entries that could
+            // settle the question, and marks us needs-reinstall on this refusal (R11, SIM-09).
+            if e.index > begin && e.index - 1 > self.committed.max(self.buffer.verified_end) {
+                return DLedgerCode::INCONSISTENT_STATE;
+            }
             // The rewritten entry is not durable yet: lower the flushed mark before appending
             // it, so a sync-flush ack waits for it.
             let cut = self.log.truncate_after(e.index - 1);

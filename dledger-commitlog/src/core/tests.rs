@@ -593,6 +593,131 @@ fn follower_refuses_to_truncate_committed_entries_and_stale_leaders() {
     }
 }
 
+/// SIM-09 safety (SIM_SEED=1856): a TRUNCATE that matches nothing would keep the entries
+/// below it unverified; a follower accepts it only over entries committed here (or none).
+#[test]
+fn follower_refuses_a_blind_truncate_over_entries_it_has_not_seen_committed() {
+    let mut n = node("n1", 3);
+    // Term 1: entries 0..=2 from n0, only 0 known committed.
+    n.handle(
+        1,
+        Input::Request {
+            id: 1,
+            req: push(PushType::TRUNCATE, 1, 0, vec![entry(0, 1, 0, b"")]),
+        },
+    );
+    n.handle(
+        2,
+        Input::Request {
+            id: 2,
+            req: push(
+                PushType::APPEND,
+                1,
+                0,
+                vec![entry(1, 1, 48, b"a"), entry(2, 1, 97, b"b")],
+            ),
+        },
+    );
+    let _ = drain(&mut n);
+    assert_eq!((n.committed_index(), n.log().end_index()), (0, 2));
+    // A term-2 leader whose log begins at 2 (it deleted 0..=1) sends its entry 2: our 1 would
+    // stay under it unverified. Refused, nothing changes.
+    let blind = push(PushType::TRUNCATE, 2, 5, vec![entry(2, 2, 97, b"x")]);
+    n.handle(
+        3,
+        Input::Request {
+            id: 3,
+            req: blind.clone(),
+        },
+    );
+    let a = drain(&mut n);
+    assert_eq!(
+        push_code(a.last().unwrap()),
+        (3, DLedgerCode::INCONSISTENT_STATE, 2)
+    );
+    assert_eq!(n.log().entry(1).unwrap().body, Bytes::from_static(b"a"));
+    // Once 1 is known committed (a COMMIT of the old term cannot come any more, but a restart
+    // from a checkpoint can give it), the same TRUNCATE is safe and applied.
+    let mut m = node("n1", 3);
+    for (id, req) in [
+        push(PushType::TRUNCATE, 1, 0, vec![entry(0, 1, 0, b"")]),
+        push(
+            PushType::APPEND,
+            1,
+            1,
+            vec![entry(1, 1, 48, b"a"), entry(2, 1, 97, b"b")],
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        m.handle(id as u64, Input::Request { id: id as u64, req });
+    }
+    let _ = drain(&mut m);
+    assert_eq!(m.committed_index(), 1);
+    m.handle(3, Input::Request { id: 3, req: blind });
+    let a = drain(&mut m);
+    assert_eq!(push_code(a.last().unwrap()), (3, DLedgerCode::SUCCESS, 2));
+    assert_eq!(m.log().entry(2).unwrap().term, 2);
+}
+
+/// SIM-09 liveness (SIM_SEED=13): the refusal above marks the follower needs-reinstall
+/// instead of a COMPARE/TRUNCATE loop every back-off.
+#[test]
+fn a_refused_truncate_at_the_leaders_begin_marks_the_follower_needs_reinstall() {
+    let (mut n, c) = leader3();
+    let compare_n1 = c
+        .iter()
+        .find(|(to, _, r)| to == "n1" && matches!(r, Request::Push(_)))
+        .unwrap()
+        .1;
+    for (i, body) in [&b"a"[..], b"b"].into_iter().enumerate() {
+        n.handle(
+            1_003 + i as u64,
+            Input::Propose {
+                id: i as u64,
+                body: Bytes::from_static(body),
+            },
+        );
+    }
+    let _ = drain(&mut n);
+    n.log_mut().delete_before(2); // the leader now holds index 2 only
+                                  // n1 holds 0..=2 with a different entry 2: COMPARE at 2 fails, nothing lower to compare.
+    let mut diverged = push_ok(0, 1, 2, 1);
+    if let Response::Push(p) = &mut diverged {
+        p.code = DLedgerCode::INCONSISTENT_STATE;
+        p.begin_index = 0;
+    }
+    n.handle(
+        1_010,
+        Input::Reply {
+            call: compare_n1,
+            result: Ok(diverged.clone()),
+        },
+    );
+    let c = calls(&drain(&mut n));
+    let (_, call, req) = c
+        .iter()
+        .find(|(to, _, r)| to == "n1" && matches!(r, Request::Push(_)))
+        .unwrap();
+    let Request::Push(p) = req else { panic!() };
+    assert_eq!((p.push_type, p.first_index()), (PushType::TRUNCATE, 2));
+    assert!(!n.needs_reinstall("n1"));
+    n.handle(
+        1_011,
+        Input::Reply {
+            call: *call,
+            result: Ok(diverged),
+        },
+    );
+    assert!(n.needs_reinstall("n1"));
+    let pushes_to_n1 = calls(&drain(&mut n))
+        .into_iter()
+        .filter(|(to, _, r)| to == "n1" && matches!(r, Request::Push(_)))
+        .count();
+    assert_eq!(pushes_to_n1, 0, "no immediate retry");
+}
+
 /// A 3-node leader elected at term 1 with its no-op at index 0, all calls drained.
 fn leader3() -> (Node<MemLog>, Vec<(String, CallId, Request)>) {
     let mut n = node("n0", 3);

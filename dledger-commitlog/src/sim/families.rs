@@ -20,7 +20,6 @@ pub const FAMILIES: &[&str] = &[
     "rejoin",
     "clock_drift",
     "retention",
-    "retention_no_divergent_begin",
     "push_bookkeeping",
     "truncation",
 ];
@@ -124,14 +123,6 @@ pub fn family(name: &str) -> Option<SimOptions> {
             fault_ms: 12_000,
             heal_ms: 10_000,
             ..d
-        },
-        // SIM-09 without the cases of the open core bugs (tests/sim.rs): no divergent suffix
-        // starting at or below the leader's or the follower's begin.
-        "retention_no_divergent_begin" => SimOptions {
-            scenario: Scenario::LaggingRetention {
-                divergent_over_begin: false,
-            },
-            ..family("retention")?
         },
         // SIM-10: push responses delayed past maxPushTimeOutMs or dropped; batch on/off.
         "push_bookkeeping" => SimOptions {

@@ -34,7 +34,7 @@ pub enum Scenario {
     /// back with its log intact (sometimes a deposed leader's divergent log) or empty.
     /// `divergent_over_begin`: whether a deposed follower's divergent suffix may start at or
     /// below a begin index, the leader's after its retention or the follower's own (the cases
-    /// of open R11 bugs, see tests/sim.rs).
+    /// that found the R11 bugs named in tests/sim.rs; `false` narrows a sweep to the others).
     LaggingRetention { divergent_over_begin: bool },
     /// SIM-10: push responses delayed past `maxPushTimeOutMs` or dropped while pushes keep
     /// arriving.
