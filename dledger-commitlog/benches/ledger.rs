@@ -117,13 +117,18 @@ fn segment_mib() -> u64 {
         .unwrap_or(64)
 }
 
+/// The store's threads that create and populate files ahead of the writer.
+fn is_prealloc(thread: &str) -> bool {
+    thread.starts_with("dledger-preall") || thread.starts_with("dledger-popul")
+}
+
 /// Waits (up to 60 s) until the preallocation threads have been idle for 300 ms: new files
 /// are populated in the background, and this run should not measure that.
 async fn wait_prealloc_idle() {
     let busy = || -> u64 {
         thread_ticks()
             .iter()
-            .filter(|(n, _)| n.starts_with("dledger-preall"))
+            .filter(|(n, _)| is_prealloc(n))
             .map(|(_, v)| v)
             .sum()
     };
@@ -308,7 +313,7 @@ fn main() {
                         t0.elapsed().as_millis(),
                         c - last_commit,
                         WINDOW_MAX_US.swap(0, Ordering::Relaxed) as f64 / 1000.0,
-                        d("dledger-preall"),
+                        d("dledger-preall") + d("dledger-popul"),
                         d("dledger-flush"),
                         d("tokio-rt-worker"),
                         dirty * 4 / 1024,
