@@ -1,27 +1,29 @@
-//! Creates the next data/index file ahead of need on a background thread (allocating and
-//! pre-faulting it), so the append path never pays for file creation and, as long as this
-//! thread keeps up, takes no first-touch faults. The writer waits only if it reaches a file
-//! whose creation this thread has started (open, allocate, map: short); it creates the file
-//! itself if nobody asked for it, if the background attempt failed (then it gets the error),
-//! or if this thread has not started on it yet: it takes the job back (`claim`) and this
-//! thread populates the file afterwards. On a busy machine this thread may not run for
-//! milliseconds, and the writer used to sleep that long at each file boundary (bench: up to
-//! 200 ms per 256 MiB of 128-byte entries).
+//! Creates the next data/index file ahead of need and pre-faults it, on two background
+//! threads, so the append path never pays for file creation and, as long as they keep up,
+//! takes no first-touch faults.
 //!
-//! Measured on a 2-core machine shared with other work (benches/store.rs), three rules:
-//! * A file is published as soon as it exists and is populated right after, with the
-//!   kernel's bulk populate that never writes (`MADV_POPULATE_WRITE`): when this thread falls
-//!   behind, the writer faults the rest in itself rather than waiting for it. Without bulk
-//!   populate, the file is touched page by page before it is published.
-//! * Index files are small but, with small entries, needed often (2 MiB of index per ~11 MiB
-//!   of 128-byte entries); populating a data file takes tens of milliseconds. So creations go
-//!   first (index files first), a data file is populated after the waiting creations (a
-//!   populate queue), in 2 MiB chunks with any creation asked for meanwhile done in between,
-//!   skipping what the writer has already written and the 2 MiB just ahead of it (the writer
-//!   faults those in itself: both working on the same large folio only makes one wait for
-//!   the other).
-//! * The directory fsync that makes a new name durable is left to the first flush that
-//!   covers the file (a journal commit: up to ~15 ms here, it would hold up the next job).
+//! * The creating thread only allocates, maps and publishes files (short jobs). The writer
+//!   waits only if it reaches a file whose creation this thread has started; it creates the
+//!   file itself if nobody asked for it, if the background attempt failed (then it gets the
+//!   error), or if the thread has not started on it yet: it takes the job back (`claim`).
+//! * The populating thread pre-faults published files (index files first: small but, with
+//!   small entries, needed often, 2 MiB of index per ~11 MiB of 128-byte entries), with the
+//!   kernel's bulk populate that never writes (`MADV_POPULATE_WRITE`), so it may run while
+//!   the writer writes the same file: when it falls behind, the writer faults the rest in
+//!   itself. A data file goes in 2 MiB chunks, skipping what the writer has written and the
+//!   2 MiB just ahead of it (both on one large folio only makes one wait for the other).
+//!   Without bulk populate, the creating thread touches a file page by page before
+//!   publishing it.
+//!
+//! Why two threads, measured on a 2-core machine shared with other work (benches/store.rs):
+//! populating is most of the background CPU (the kernel zeroes every new page), and a thread
+//! that has just run for milliseconds may wait as long for its next turn on a busy machine.
+//! With one thread doing both, the writer slept at file boundaries for a creation queued
+//! behind or started after a populate pass (up to ~50 ms per wait, 200 ms per 256 MiB of
+//! 128-byte entries).
+//!
+//! The directory fsync that makes a new name durable is left to the first flush that covers
+//! the file (a journal commit: up to ~15 ms here, it would hold up the next creation).
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -35,8 +37,8 @@ use super::shared::Shared;
 struct Queue {
     pending: VecDeque<(Kind, u64)>,
     in_progress: HashSet<(Kind, u64)>,
-    /// Files the writer created itself (claimed jobs), to populate ahead of it; done after
-    /// any waiting creation, and nobody waits for them.
+    /// Published files to populate ahead of the writer (by the populating thread; nobody
+    /// waits for these).
     populate: VecDeque<(Kind, u64)>,
     stop: bool,
 }
@@ -97,7 +99,7 @@ impl PreallocState {
     }
 
     /// Asks for the published segment starting at `start` to be populated ahead of the
-    /// writer (a file the writer created itself after `claim`).
+    /// writer (bulk populate only).
     pub(crate) fn request_populate(&self, kind: Kind, start: u64) {
         let mut q = self.lock();
         if q.stop {
@@ -122,27 +124,35 @@ impl PreallocState {
     }
 }
 
-/// The background creator thread.
+/// The background threads: one creates files, one populates them.
 pub(crate) struct Preallocator {
     sh: Arc<Shared>,
-    handle: Option<JoinHandle<()>>,
+    handles: Vec<JoinHandle<()>>,
 }
 
 impl Preallocator {
     pub(crate) fn start(sh: Arc<Shared>) -> std::io::Result<Preallocator> {
+        let mut p = Preallocator {
+            sh: sh.clone(),
+            handles: Vec::with_capacity(2),
+        };
         let t = sh.clone();
-        let handle = std::thread::Builder::new()
-            .name("dledger-prealloc".into())
-            .spawn(move || run(&t))?;
-        Ok(Preallocator {
-            sh,
-            handle: Some(handle),
-        })
+        p.handles.push(
+            std::thread::Builder::new()
+                .name("dledger-prealloc".into())
+                .spawn(move || run_creations(&t))?,
+        );
+        p.handles.push(
+            std::thread::Builder::new()
+                .name("dledger-populate".into())
+                .spawn(move || run_populate(&sh))?,
+        );
+        Ok(p)
     }
 
     pub(crate) fn stop(&mut self) {
         self.sh.prealloc.stop();
-        if let Some(h) = self.handle.take() {
+        for h in self.handles.drain(..) {
             if h.join().is_err() {
                 tracing::error!("preallocation thread panicked");
             }
@@ -156,33 +166,49 @@ impl Drop for Preallocator {
     }
 }
 
-fn run(sh: &Shared) {
-    populate_last_files(sh);
+/// The creating thread: short jobs only, so that it is scheduled soon after a request even
+/// on a busy machine (a thread that just ran for milliseconds may wait that long for its
+/// turn: with populating on this thread too, the writer waited up to ~50 ms for a file).
+fn run_creations(sh: &Shared) {
     loop {
-        let (kind, start, create) = {
+        let (kind, start) = {
             let mut q = sh.prealloc.lock();
             loop {
                 if q.stop {
                     return;
                 }
-                if let Some((kind, start)) = q.pop_next() {
-                    break (kind, start, true);
-                }
-                if let Some((kind, start)) = q.populate.pop_front() {
-                    break (kind, start, false);
+                if let Some(job) = q.pop_next() {
+                    break job;
                 }
                 q = sh.prealloc.cv.wait(q).unwrap_or_else(|e| e.into_inner());
             }
         };
-        if create {
-            run_job(sh, kind, start);
-        } else {
-            populate_existing(sh, kind, start);
-        }
+        run_job(sh, kind, start);
     }
 }
 
-/// Populates a published segment the writer created itself (if it still exists).
+/// The populating thread: published files, index files first (small, needed often).
+fn run_populate(sh: &Shared) {
+    populate_last_files(sh);
+    loop {
+        let (kind, start) = {
+            let mut q = sh.prealloc.lock();
+            loop {
+                if q.stop {
+                    return;
+                }
+                let i = q.populate.iter().position(|(k, _)| *k == Kind::Index);
+                if let Some(job) = q.populate.remove(i.unwrap_or(0)) {
+                    break job;
+                }
+                q = sh.prealloc.cv.wait(q).unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        populate_existing(sh, kind, start);
+    }
+}
+
+/// Populates a published segment (if it still exists): bulk populate only, it is in use.
 fn populate_existing(sh: &Shared, kind: Kind, start: u64) {
     let list = match kind {
         Kind::Data => &sh.data,
@@ -211,25 +237,6 @@ fn run_job(sh: &Shared, kind: Kind, start: u64) {
 fn release(sh: &Shared, kind: Kind, start: u64) {
     sh.prealloc.lock().in_progress.remove(&(kind, start));
     sh.prealloc.cv.notify_all();
-}
-
-/// Runs the creations waiting now (between two chunks of a data file: index files first, and
-/// the next data file, so that it exists long before the writer needs it); false once
-/// stopping.
-fn run_waiting_creations(sh: &Shared) -> bool {
-    loop {
-        let job = {
-            let mut q = sh.prealloc.lock();
-            if q.stop {
-                return false;
-            }
-            q.pop_next()
-        };
-        match job {
-            Some((kind, start)) => run_job(sh, kind, start),
-            None => return true,
-        }
-    }
 }
 
 fn create_one(sh: &Shared, kind: Kind, start: u64) {
@@ -262,15 +269,7 @@ fn create_one(sh: &Shared, kind: Kind, start: u64) {
                 // (`Segment::flush`): see the module doc.
                 tracing::debug!(?kind, start, "next segment ready");
                 if bulk {
-                    match kind {
-                        // Small: at once (well under a millisecond).
-                        Kind::Index => {
-                            let _ = seg.populate_bulk(0, seg.len());
-                        }
-                        // After the creations waiting now (possibly from between two chunks
-                        // of the file before this one).
-                        Kind::Data => sh.prealloc.request_populate(kind, start),
-                    }
+                    sh.prealloc.request_populate(kind, start);
                 }
             } else {
                 drop(segs);
@@ -322,11 +321,11 @@ fn bulk_supported(sh: &Shared, seg: &Segment) -> bool {
 }
 
 /// Populates a published data file chunk by chunk, skipping what the writer has already
-/// written and doing waiting index jobs in between.
+/// written and the chunk it is about to write.
 fn populate_ahead_of_writer(sh: &Shared, seg: &Segment) {
     let mut off = 0;
     while off < seg.len() {
-        if !run_waiting_creations(sh) {
+        if sh.prealloc.lock().stop {
             return;
         }
         // Relative to the file; none while the writer is still in an earlier file.
