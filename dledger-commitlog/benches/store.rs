@@ -35,6 +35,10 @@ struct Cost {
     cpu_ns: u64,
     /// Of which the appending thread itself.
     writer_ns: u64,
+    /// Times the appending thread blocked (voluntary context switches: waiting for a lock,
+    /// a background thread, I/O) and was preempted (involuntary).
+    writer_blocked: u64,
+    writer_preempted: u64,
 }
 
 impl Cost {
@@ -42,6 +46,8 @@ impl Cost {
         wall: Duration::MAX,
         cpu_ns: u64::MAX,
         writer_ns: u64::MAX,
+        writer_blocked: 0,
+        writer_preempted: 0,
     };
 
     /// The faster of two runs (wall time decides; its CPU time comes with it).
@@ -76,17 +82,36 @@ fn thread_cpu_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// Times `f` (wall, process CPU and the calling thread's CPU).
+/// Context switches of the calling thread so far: (voluntary, involuntary).
+fn thread_switches() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/thread-self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (
+        field("voluntary_ctxt_switches:"),
+        field("nonvoluntary_ctxt_switches:"),
+    )
+}
+
+/// Times `f` (wall, process CPU and the calling thread's CPU and context switches).
 fn timed(f: impl FnOnce()) -> Cost {
     let cpu = process_cpu_ns();
     let own = thread_cpu_ns();
+    let (vol, invol) = thread_switches();
     let t = Instant::now();
     f();
     let wall = t.elapsed();
+    let (vol2, invol2) = thread_switches();
     Cost {
         wall,
         writer_ns: thread_cpu_ns().saturating_sub(own),
         cpu_ns: process_cpu_ns().saturating_sub(cpu),
+        writer_blocked: vol2.saturating_sub(vol),
+        writer_preempted: invol2.saturating_sub(invol),
     }
 }
 
@@ -273,12 +298,14 @@ fn summary() {
             let secs = c.wall.as_secs_f64();
             format!(
                 "{name} {:>5.0} MB/s {:>4.0} ns/entry, cpu/entry {:>4.0} ns ({:>3.0} appending thread \
-                 + {:>3.0} others)",
+                 + {:>3.0} others), appending thread blocked {:>3}x preempted {:>3}x",
                 mb / secs,
                 secs * 1e9 / n as f64,
                 c.cpu_ns as f64 / n as f64,
                 c.writer_ns as f64 / n as f64,
                 c.cpu_ns.saturating_sub(c.writer_ns) as f64 / n as f64,
+                c.writer_blocked,
+                c.writer_preempted,
             )
         };
         let ratio = |base: Cost, c: Cost| base.wall.as_secs_f64() / c.wall.as_secs_f64();
