@@ -418,7 +418,7 @@ pub(crate) fn spawn_connection(
     Ok(handle)
 }
 
-/// Output buffer size that triggers a write; also the capacity kept between writes.
+/// A write buffer whose capacity grew past 16 times this is dropped after its batch.
 const WRITE_CHUNK: usize = 64 * 1024;
 
 /// How long a closing connection may take to flush what was queued before it.
@@ -432,7 +432,9 @@ async fn writer_loop(
     let outbox = &conn.shared.outbox;
     let closed = conn.shared.closed.cancelled();
     tokio::pin!(closed);
-    let mut out = BytesMut::with_capacity(WRITE_CHUNK);
+    // Starts empty: the outbox and this buffer trade places on every batch, so both grow to
+    // the connection's actual batch size (an idle connection holds no write buffer).
+    let mut out = BytesMut::new();
     let mut failure: Option<std::io::Error> = None;
     loop {
         // Everything queued since the last write goes out in one syscall.
@@ -465,7 +467,7 @@ async fn writer_loop(
         out.clear();
         if out.capacity() > 16 * WRITE_CHUNK {
             // A huge frame passed through; do not keep its buffer for the connection's life.
-            out = BytesMut::with_capacity(WRITE_CHUNK);
+            out = BytesMut::new();
         }
         conn.shared.touch();
     }
