@@ -16,9 +16,7 @@ use crate::context::{now_ms, BrokerContext, ServingRole};
 use crate::error::BrokerError;
 use crate::message::properties::{self, keys};
 use crate::message::record::{encode_record, CrcCheck, MagicPolicy, RecordFields, RecordView};
-use crate::message::{
-    decode_batch, find_property, offset_msg_id, sysflag, topic as names, MessageProperties,
-};
+use crate::message::{decode_batch, offset_msg_id, sysflag, topic as names, MessageProperties};
 use crate::store::delay_offsets::SCHEDULE_ORIGIN_PROPERTY;
 use crate::store::message_store::PutResult;
 use crate::store::topics::perm;
@@ -241,16 +239,26 @@ fn plain_send_properties(
         || sysflag::transaction_type(h.sys_flag) != sysflag::TRANSACTION_NOT_TYPE
         || cluster.is_empty()
         || !properties::is_canonical(client)
-        || find_property(client, keys::DELAY_TIME_LEVEL).is_some()
-        || find_property(client, keys::TRANSACTION_PREPARED).is_some()
-        || find_property(client, keys::CLUSTER).is_some()
-        || find_property(client, SCHEDULE_ORIGIN_PROPERTY).is_some()
     {
+        return None;
+    }
+    // One pass over the client's properties for every key that matters here.
+    let [delay, prepared, client_cluster, origin, client_uniq] = properties::find_properties(
+        client,
+        [
+            keys::DELAY_TIME_LEVEL,
+            keys::TRANSACTION_PREPARED,
+            keys::CLUSTER,
+            SCHEDULE_ORIGIN_PROPERTY,
+            keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+        ],
+    );
+    if delay.is_some() || prepared.is_some() || client_cluster.is_some() || origin.is_some() {
         return None;
     }
     let mut out = BytesMut::with_capacity(client.len() + 64 + cluster.len());
     out.extend_from_slice(client);
-    let uniq = match find_property(client, keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX) {
+    let uniq = match client_uniq {
         // Canonical strings are valid UTF-8.
         Some(v) => std::str::from_utf8(v).ok()?.to_owned(),
         None => {
