@@ -8,17 +8,24 @@
 //! * any higher term seen in a request or a rejection is adopted (persisted) at once, instead of
 //!   DLedger's TERM_NOT_READY round trip;
 //! * a leader that has not heard from a quorum within the lease steps down (check quorum);
-//! * leadership transfer: the leader stops taking proposals, catches the transferee up, then
-//!   asks it to campaign at once (no pre-vote); aborted after `leadershipTransferWaitTimeout`
-//!   plus one vote interval.
+//! * leadership transfer: the leader stops taking proposals, catches the transferee up (within
+//!   `leadershipTransferWaitTimeout`), then asks it to campaign at once (no pre-vote); it
+//!   succeeds when this member sees the transferee lead, and fails after
+//!   `leadershipTransferWaitTimeout` plus one vote interval. Every end is reported with a
+//!   DLedger code and a reason: [`Action::TransferDone`] for a local request, the deferred
+//!   LEADERSHIP_TRANSFER response for an admin one.
 
-use super::log::RaftLog;
+use super::log::{RaftLog, Term};
 use super::member_state::Role;
+use super::messages::Response;
 use super::messages::{
     Common, DLedgerCode, HeartBeatRequest, HeartBeatResponse, LeadershipTransferRequest,
     LeadershipTransferResponse, Request, VoteRequest, VoteResponse, VoteResult,
 };
-use super::node::{Action, CallCtx, CallFailure, Node, ProposeError, Transfer};
+use super::node::{
+    Action, CallCtx, CallFailure, Node, ProposeError, RequestId, Transfer, TransferFailure,
+    TransferOrigin,
+};
 
 impl<L: RaftLog> Node<L> {
     /// Start an election round: a pre-vote (unless disabled or `forced`), else a real vote.
@@ -358,9 +365,11 @@ impl<L: RaftLog> Node<L> {
             return;
         }
         let expired = l.pending.take_expired(now);
-        if l.transfer.as_ref().is_some_and(|t| t.deadline_ms <= now) {
-            l.transfer = None;
-        }
+        let overdue = l
+            .transfer
+            .as_ref()
+            .is_some_and(|t| t.deadline_ms <= now || (!t.sent && t.catch_up_deadline_ms <= now));
+        let overdue = if overdue { l.transfer.take() } else { None };
         let heartbeat_due = now >= l.next_heartbeat_ms;
         let preferred_due = now >= l.next_preferred_check_ms;
         if preferred_due {
@@ -375,9 +384,40 @@ impl<L: RaftLog> Node<L> {
         if heartbeat_due {
             self.send_heartbeats();
         }
+        if let Some(t) = overdue {
+            self.fail_overdue_transfer(t);
+        }
         if preferred_due {
             self.check_preferred_leader();
         }
+    }
+
+    /// A transfer past its deadline: the transferee did not catch up, or did not take over.
+    fn fail_overdue_transfer(&mut self, t: Transfer) {
+        let to = &self.cfg.peers[t.peer];
+        let why = if t.sent {
+            format!(
+                "{to} did not take over within {} ms",
+                self.cfg.leadership_transfer_wait_timeout_ms + self.cfg.max_vote_interval_ms
+            )
+        } else {
+            let mark = self
+                .leader
+                .as_ref()
+                .map_or(-1, |l| l.peers[t.peer].match_index);
+            format!(
+                "{to} did not catch up within leadershipTransferWaitTimeout {} ms (has {mark}, leader end {})",
+                self.cfg.leadership_transfer_wait_timeout_ms,
+                self.self_mark()
+            )
+        };
+        self.finish_transfer(
+            t,
+            Err(TransferFailure::new(
+                DLedgerCode::TAKE_LEADERSHIP_FAILED,
+                why,
+            )),
+        );
     }
 
     fn check_preferred_leader(&mut self) {
@@ -410,35 +450,188 @@ impl<L: RaftLog> Node<L> {
             .min();
         if let Some((_, p)) = best {
             let id = self.cfg.peers[p].clone();
-            self.start_transfer(&id);
+            if let Err(f) = self.start_transfer(&id, TransferOrigin::Preferred) {
+                tracing::debug!(code = ?f.code, reason = %f.reason, "preferred leader transfer not started");
+            }
         }
     }
 
-    /// Begin handing leadership to `to` (spec §8 step 1-2).
-    pub(crate) fn start_transfer(&mut self, to: &str) -> DLedgerCode {
-        let Some(peer) = self.peer_index(to).filter(|&p| p != self.me) else {
-            return DLedgerCode::UNKNOWN_MEMBER;
+    /// Begin handing leadership to `to` (spec §8 step 1-2), or say why not. On success the
+    /// outcome is reported later to `origin` (see [`Node::finish_transfer`]).
+    pub(crate) fn start_transfer(
+        &mut self,
+        to: &str,
+        origin: TransferOrigin,
+    ) -> Result<(), TransferFailure> {
+        let refuse = |code, why: String| Err(TransferFailure::new(code, why));
+        let Some(peer) = self.peer_index(to) else {
+            return refuse(
+                DLedgerCode::UNKNOWN_MEMBER,
+                format!("{to} is not a member of group {}", self.cfg.group),
+            );
         };
-        let end = self.log.end_index();
-        let deadline = self.now_ms
-            + self.cfg.leadership_transfer_wait_timeout_ms
-            + self.cfg.max_vote_interval_ms;
-        let max_lag = self.cfg.transfer_max_lag();
-        let Some(l) = self.leader.as_mut() else {
-            return DLedgerCode::NOT_LEADER;
-        };
-        if end - l.peers[peer].match_index > max_lag {
-            return DLedgerCode::FALL_BEHIND_TOO_MUCH;
+        if peer == self.me {
+            return refuse(
+                DLedgerCode::UNEXPECTED_MEMBER,
+                format!("{to} is this member itself"),
+            );
         }
-        if l.transfer.is_some() {
-            return DLedgerCode::LEADER_TRANSFERRING;
+        let end = self.log.end_index();
+        let (now, term) = (self.now_ms, self.ms.term);
+        let catch_up = now + self.cfg.leadership_transfer_wait_timeout_ms;
+        let deadline = catch_up + self.cfg.max_vote_interval_ms;
+        let max_lag = self.cfg.transfer_max_lag();
+        let seq = self.next_transfer_seq;
+        let Some(l) = self.leader.as_mut() else {
+            let leader = self.leader_id().unwrap_or("unknown");
+            return refuse(
+                DLedgerCode::NOT_LEADER,
+                format!("not the leader (leader: {leader}, term {term})"),
+            );
+        };
+        let lag = end - l.peers[peer].match_index;
+        if lag > max_lag {
+            return refuse(
+                DLedgerCode::FALL_BEHIND_TOO_MUCH,
+                format!("{to} is {lag} entries behind (maxLeadershipTransferWaitIndex {max_lag})"),
+            );
+        }
+        if let Some(t) = &l.transfer {
+            let running = &self.cfg.peers[t.peer];
+            return refuse(
+                DLedgerCode::LEADER_TRANSFERRING,
+                format!("a transfer to {running} is already in progress"),
+            );
         }
         l.transfer = Some(Transfer {
             peer,
             sent: false,
+            seq,
+            term,
+            catch_up_deadline_ms: catch_up,
             deadline_ms: deadline,
+            origin,
         });
-        DLedgerCode::SUCCESS
+        self.next_transfer_seq += 1;
+        tracing::info!(me = %self.cfg.self_id, to, term, "leadership transfer started");
+        Ok(())
+    }
+
+    /// Report the end of transfer `t` to whoever asked for it.
+    pub(crate) fn finish_transfer(&mut self, t: Transfer, result: Result<(), TransferFailure>) {
+        let to = self.cfg.peers[t.peer].clone();
+        match &result {
+            Ok(()) => tracing::info!(me = %self.cfg.self_id, %to, "leadership transferred"),
+            Err(f) => {
+                tracing::info!(me = %self.cfg.self_id, %to, code = ?f.code, reason = %f.reason, "leadership transfer failed")
+            }
+        }
+        match t.origin {
+            TransferOrigin::Local => self.actions.push_back(Action::TransferDone { to, result }),
+            TransferOrigin::Rpc { id, mut resp } => {
+                resp.code = result.map_or_else(|f| f.code, |()| DLedgerCode::SUCCESS);
+                resp.leader_id = self.leader_id().map(str::to_owned);
+                resp.term = self.ms.term;
+                self.respond(id, Response::LeadershipTransfer(resp));
+            }
+            TransferOrigin::Preferred => {}
+        }
+    }
+
+    /// The transferee's answer to LEADERSHIP_TRANSFER: anything but SUCCESS ends the transfer
+    /// (spec §8 step 4) with the transferee's code; SUCCESS means it campaigns, and the
+    /// transfer ends when a leader is known.
+    pub(crate) fn on_transfer_reply(
+        &mut self,
+        term: Term,
+        seq: u64,
+        result: Result<Response, CallFailure>,
+    ) {
+        let failure = match result {
+            Ok(Response::LeadershipTransfer(c)) if c.code == DLedgerCode::SUCCESS => return,
+            Ok(Response::LeadershipTransfer(c)) => (
+                c.code,
+                format!("answered {:?} (its term {})", c.code, c.term),
+            ),
+            Ok(_) => (
+                DLedgerCode::INTERNAL_ERROR,
+                "answered with a response of another kind".to_owned(),
+            ),
+            Err(CallFailure::Timeout) => (
+                DLedgerCode::TIMEOUT,
+                "did not answer LEADERSHIP_TRANSFER in time".to_owned(),
+            ),
+            Err(CallFailure::Network) => (
+                DLedgerCode::NETWORK_ERROR,
+                "could not be reached".to_owned(),
+            ),
+        };
+        let mine =
+            |t: &Option<Transfer>| t.as_ref().is_some_and(|t| t.seq == seq && t.term == term);
+        let t = match self.leader.as_mut() {
+            Some(l) if mine(&l.transfer) => l.transfer.take(),
+            _ if mine(&self.handover) => self.handover.take(),
+            _ => None,
+        };
+        if let Some(t) = t {
+            let why = format!("transferee {} {}", self.cfg.peers[t.peer], failure.1);
+            self.finish_transfer(t, Err(TransferFailure::new(failure.0, why)));
+        }
+    }
+
+    /// After stepping down during a transfer: a known leader of a later term ends it.
+    pub(crate) fn resolve_handover(&mut self) {
+        let Some(t) = self.handover.as_ref() else {
+            return;
+        };
+        let (Role::Follower, Some(leader)) = (self.ms.role, self.ms.leader) else {
+            return;
+        };
+        if self.ms.term <= t.term {
+            return;
+        }
+        let Some(t) = self.handover.take() else {
+            return;
+        };
+        if leader == t.peer {
+            self.finish_transfer(t, Ok(()));
+        } else {
+            let why = format!(
+                "{} became leader in term {} instead of {}",
+                self.cfg.peers[leader], self.ms.term, self.cfg.peers[t.peer]
+            );
+            self.finish_transfer(
+                t,
+                Err(TransferFailure::new(
+                    DLedgerCode::TAKE_LEADERSHIP_FAILED,
+                    why,
+                )),
+            );
+        }
+    }
+
+    /// A handover nobody completed by its deadline failed.
+    pub(crate) fn expire_handover(&mut self) {
+        if self
+            .handover
+            .as_ref()
+            .is_some_and(|t| t.deadline_ms <= self.now_ms)
+        {
+            if let Some(t) = self.handover.take() {
+                let why = format!(
+                    "no leader known {} ms after asking {} to take over",
+                    self.cfg.leadership_transfer_wait_timeout_ms + self.cfg.max_vote_interval_ms,
+                    self.cfg.peers[t.peer]
+                );
+                self.finish_transfer(
+                    t,
+                    Err(TransferFailure::new(
+                        DLedgerCode::TAKE_LEADERSHIP_FAILED,
+                        why,
+                    )),
+                );
+            }
+        }
     }
 
     /// Once the transferee holds our whole log, ask it to take over.
@@ -453,11 +646,11 @@ impl<L: RaftLog> Node<L> {
             return;
         }
         t.sent = true;
-        let peer = t.peer;
+        let (peer, seq) = (t.peer, t.seq);
         let req = self.transfer_request(peer);
         self.call(
             peer,
-            CallCtx::Transfer { term },
+            CallCtx::Transfer { term, seq },
             Request::LeadershipTransfer(req),
         );
     }
@@ -467,34 +660,52 @@ impl<L: RaftLog> Node<L> {
         self.leader.as_ref().is_some_and(|l| l.transfer.is_some())
     }
 
+    /// LEADERSHIP_TRANSFER: as the transferee, take over (answered at once); as the leader
+    /// asked by an admin, start a transfer and answer when it ends (`None` now) with SUCCESS
+    /// or the code it failed with; refusals are answered at once.
     pub(crate) fn on_transfer_request(
         &mut self,
+        id: RequestId,
         r: &LeadershipTransferRequest,
-    ) -> LeadershipTransferResponse {
+    ) -> Option<LeadershipTransferResponse> {
+        let resp = |node: &Self, code| Common {
+            code,
+            group: r.group.clone(),
+            leader_id: node.leader_id().map(str::to_owned),
+            local_id: r.local_id.clone(),
+            remote_id: r.remote_id.clone(),
+            term: node.ms.term,
+        };
         let code = if r.transferee_id.as_deref() == Some(self.cfg.self_id.as_str()) {
             self.take_leadership(r)
         } else if let Some(to) = r.transferee_id.clone() {
             if r.term != self.ms.term {
                 DLedgerCode::INCONSISTENT_TERM
             } else {
-                self.start_transfer(&to)
+                let origin = TransferOrigin::Rpc {
+                    id,
+                    resp: resp(self, DLedgerCode::SUCCESS),
+                };
+                match self.start_transfer(&to, origin) {
+                    Ok(()) => return None,
+                    Err(f) => {
+                        tracing::info!(code = ?f.code, reason = %f.reason, "LEADERSHIP_TRANSFER refused");
+                        f.code
+                    }
+                }
             }
         } else {
             DLedgerCode::UNEXPECTED_ARGUMENT
         };
-        Common {
-            code,
-            group: r.group.clone(),
-            leader_id: self.leader_id().map(str::to_owned),
-            local_id: r.local_id.clone(),
-            remote_id: r.remote_id.clone(),
-            term: self.ms.term,
-        }
+        Some(resp(self, code))
     }
 
     /// Transferee side (spec §8 step 3): campaign at once if caught up.
     fn take_leadership(&mut self, r: &LeadershipTransferRequest) -> DLedgerCode {
         let from = r.transfer_id.as_deref().and_then(|id| self.peer_index(id));
+        if r.term < self.ms.term {
+            return DLedgerCode::EXPIRED_TERM; // the asking leader was deposed meanwhile
+        }
         if self.ms.role != Role::Follower || from.is_none() || self.ms.leader != from {
             return DLedgerCode::INCONSISTENT_LEADER;
         }

@@ -52,5 +52,7 @@ pub use config::CoreConfig;
 pub use log::{Index, LogEntry, LogError, Pos, RaftLog, Term};
 pub use mem_log::MemLog;
 pub use member_state::{HardState, Role};
-pub use node::{Action, Appended, CallFailure, CallId, Input, Node, ProposeError, RequestId};
+pub use node::{
+    Action, Appended, CallFailure, CallId, Input, Node, ProposeError, RequestId, TransferFailure,
+};
 pub use quorum_ack::ProposalId;

@@ -106,6 +106,24 @@ impl ProposeError {
     }
 }
 
+/// Why a leadership transfer was refused or did not complete: the DLedger code (spec §5, §8)
+/// the admin RPC answers with, and a reason for humans. Definite: when it is reported, this
+/// member no longer works on the transfer (proposals are taken again if it still leads).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransferFailure {
+    pub code: DLedgerCode,
+    pub reason: String,
+}
+
+impl TransferFailure {
+    pub(crate) fn new(code: DLedgerCode, reason: impl Into<String>) -> Self {
+        TransferFailure {
+            code,
+            reason: reason.into(),
+        }
+    }
+}
+
 /// What the shell must do, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -134,6 +152,13 @@ pub enum Action {
         term: Term,
         leader: Option<String>,
     },
+    /// A transfer asked for with [`Input::TransferLeadership`] ended: `Ok` once this member
+    /// sees `to` leading, else why it was refused or failed. Exactly one per such input, in the
+    /// order of the inputs; at most one accepted transfer runs at a time.
+    TransferDone {
+        to: String,
+        result: Result<(), TransferFailure>,
+    },
 }
 
 /// What an outstanding call was for.
@@ -142,7 +167,7 @@ pub(crate) enum CallCtx {
     Vote { term: Term, pre: bool },
     HeartBeat { term: Term, peer: usize },
     Push(PushCtx),
-    Transfer { term: Term },
+    Transfer { term: Term, seq: u64 },
 }
 
 /// An outstanding outbound call.
@@ -173,12 +198,31 @@ pub(crate) struct LeaderState {
     pub next_preferred_check_ms: u64,
 }
 
+/// Who asked for a leadership transfer, and so where its outcome goes.
+#[derive(Clone, Debug)]
+pub(crate) enum TransferOrigin {
+    /// [`Input::TransferLeadership`]: reported as [`Action::TransferDone`].
+    Local,
+    /// An admin LEADERSHIP_TRANSFER request: answered (this response, code set) at the end.
+    Rpc { id: RequestId, resp: Common },
+    /// The preferred-leader check: only logged.
+    Preferred,
+}
+
 /// A leadership transfer in progress.
 #[derive(Clone, Debug)]
 pub(crate) struct Transfer {
     pub peer: usize,
     pub sent: bool,
+    /// Distinguishes this transfer's LEADERSHIP_TRANSFER call from an earlier one's.
+    pub seq: u64,
+    /// The term it started in (this member's leadership term).
+    pub term: Term,
+    /// The transferee must hold our whole log by then (`leadershipTransferWaitTimeout`).
+    pub catch_up_deadline_ms: u64,
+    /// It must lead by then (plus one vote interval), else the transfer failed.
     pub deadline_ms: u64,
+    pub origin: TransferOrigin,
 }
 
 /// One DLedger member; see the module docs.
@@ -198,6 +242,10 @@ pub struct Node<L: RaftLog> {
     pub(crate) election: Election,
     pub(crate) leader: Option<LeaderState>,
     pub(crate) buffer: FollowerBuffer,
+    /// A transfer whose transferee was asked to take over after which this member stopped
+    /// leading: it ends when a leader of a later term is known, or at its deadline.
+    pub(crate) handover: Option<Transfer>,
+    pub(crate) next_transfer_seq: u64,
     /// Re-injected bug #282: request handling wedged for good.
     pub(crate) wedged: bool,
 }
@@ -238,6 +286,8 @@ impl<L: RaftLog> Node<L> {
             election: Election::default(),
             leader: None,
             buffer: FollowerBuffer::default(),
+            handover: None,
+            next_transfer_seq: 1,
             wedged: false,
             log,
             cfg,
@@ -344,9 +394,10 @@ impl<L: RaftLog> Node<L> {
             }
             Input::Propose { id, body } => self.propose(id, body),
             Input::TransferLeadership { to } => {
-                let code = self.start_transfer(&to);
-                if code != DLedgerCode::SUCCESS {
-                    tracing::info!(?code, to, "leadership transfer refused");
+                if let Err(f) = self.start_transfer(&to, TransferOrigin::Local) {
+                    tracing::info!(code = ?f.code, reason = %f.reason, to, "leadership transfer refused");
+                    self.actions
+                        .push_back(Action::TransferDone { to, result: Err(f) });
                 }
             }
             Input::LogFlushed { index } => self.on_flushed(index),
@@ -381,6 +432,7 @@ impl<L: RaftLog> Node<L> {
             }
             Role::Leader => self.leader_tick(),
         }
+        self.expire_handover();
         self.expire_buffered();
         self.after_input();
     }
@@ -511,7 +563,8 @@ impl<L: RaftLog> Node<L> {
         self.drop_deferred();
     }
 
-    /// Leave leadership: pending proposals become indeterminate (R14).
+    /// Leave leadership: pending proposals become indeterminate (R14); a transfer whose
+    /// transferee was asked waits for the next leader, any other transfer fails.
     fn end_leadership(&mut self) {
         if let Some(mut l) = self.leader.take() {
             for p in l.pending.take_all() {
@@ -519,6 +572,20 @@ impl<L: RaftLog> Node<L> {
                     id: p.id,
                     result: Err(ProposeError::TermChanged),
                 });
+            }
+            match l.transfer.take() {
+                Some(t) if t.sent => self.handover = Some(t),
+                Some(t) => {
+                    let why = format!(
+                        "leadership lost (term {}) before {} caught up",
+                        self.ms.term, self.cfg.peers[t.peer]
+                    );
+                    self.finish_transfer(
+                        t,
+                        Err(TransferFailure::new(DLedgerCode::TERM_CHANGED, why)),
+                    );
+                }
+                None => {}
             }
         }
     }
@@ -540,6 +607,7 @@ impl<L: RaftLog> Node<L> {
         if changed_term || was != (self.ms.role, self.ms.leader) {
             self.announce_role();
         }
+        self.resolve_handover();
     }
 
     /// Give up on the current leader (or leadership) and start campaigning after a random delay.
@@ -558,6 +626,19 @@ impl<L: RaftLog> Node<L> {
         self.ms.leader = Some(self.me);
         self.election.round = None;
         self.clear_buffer();
+        if let Some(t) = self.handover.take() {
+            let why = format!(
+                "{} did not take over: this member was elected again in term {}",
+                self.cfg.peers[t.peer], self.ms.term
+            );
+            self.finish_transfer(
+                t,
+                Err(TransferFailure::new(
+                    DLedgerCode::TAKE_LEADERSHIP_FAILED,
+                    why,
+                )),
+            );
+        }
         let n = self.cfg.peers.len();
         let peers = (0..n).map(|_| PeerDispatch::new(self.now_ms)).collect();
         self.leader = Some(LeaderState {
@@ -614,8 +695,10 @@ impl<L: RaftLog> Node<L> {
             }
             Request::Push(r) => self.on_push_request(id, r),
             Request::LeadershipTransfer(r) => {
-                let resp = self.on_transfer_request(&r);
-                self.respond(id, Response::LeadershipTransfer(resp));
+                // An admin request the leader accepted is answered when the transfer ends.
+                if let Some(resp) = self.on_transfer_request(id, &r) {
+                    self.respond(id, Response::LeadershipTransfer(resp));
+                }
             }
         }
     }
@@ -677,14 +760,7 @@ impl<L: RaftLog> Node<L> {
                 };
                 self.on_push_response(ctx, p);
             }
-            CallCtx::Transfer { term } => {
-                let ok = matches!(&result, Ok(Response::LeadershipTransfer(c)) if c.code == DLedgerCode::SUCCESS);
-                if !ok && self.ms.term == term {
-                    if let Some(l) = self.leader.as_mut() {
-                        l.transfer = None;
-                    }
-                }
-            }
+            CallCtx::Transfer { term, seq } => self.on_transfer_reply(term, seq, result),
         }
     }
 

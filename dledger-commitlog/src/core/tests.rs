@@ -1288,3 +1288,441 @@ fn a_pre_vote_granted_after_we_voted_for_someone_else_starts_no_vote() {
     assert_eq!(drain(&mut n), vec![]);
     assert_eq!(n.term(), 1);
 }
+
+// ----- leadership transfer outcomes (issue 4) ----------------------------------------------
+
+fn transfer_done(to: &str, result: Result<(), (DLedgerCode, &str)>) -> Action {
+    Action::TransferDone {
+        to: to.into(),
+        result: result.map_err(|(code, reason)| TransferFailure {
+            code,
+            reason: reason.into(),
+        }),
+    }
+}
+
+fn transfers_done(actions: &[Action]) -> Vec<Action> {
+    actions
+        .iter()
+        .filter(|a| matches!(a, Action::TransferDone { .. }))
+        .cloned()
+        .collect()
+}
+
+fn transfer_answer(code: DLedgerCode, term: i64) -> Response {
+    Response::LeadershipTransfer(Common {
+        code,
+        group: Some("g".into()),
+        leader_id: None,
+        local_id: Some("n0".into()),
+        remote_id: Some("n2".into()),
+        term,
+    })
+}
+
+/// Admin -> leader n0: hand leadership to `to`.
+fn admin_transfer(to: &str, term: i64) -> Request {
+    Request::LeadershipTransfer(LeadershipTransferRequest {
+        code: DLedgerCode::SUCCESS,
+        group: Some("g".into()),
+        leader_id: None,
+        local_id: Some("admin".into()),
+        remote_id: Some("n0".into()),
+        take_leadership_ledger_index: -1,
+        term,
+        transfer_id: Some("n0".into()),
+        transferee_id: Some(to.into()),
+    })
+}
+
+/// A leader (n0, term 1) that started a transfer to n2 at 1_010 and, once n2 acknowledged
+/// the no-op at 1_012, sent it LEADERSHIP_TRANSFER; returns that call's id.
+fn leader3_transfer_sent() -> (Node<MemLog>, CallId) {
+    let (mut n, c) = leader3();
+    let compare_n2 = c
+        .iter()
+        .find(|(to, _, r)| to == "n2" && matches!(r, Request::Push(_)))
+        .unwrap()
+        .1;
+    n.handle(1_010, Input::TransferLeadership { to: "n2".into() });
+    assert_eq!(drain(&mut n), vec![]);
+    n.handle(
+        1_012,
+        Input::Reply {
+            call: compare_n2,
+            result: Ok(push_ok(0, 1, 0, 1)),
+        },
+    );
+    let t: Vec<_> = calls(&drain(&mut n))
+        .into_iter()
+        .filter(|x| matches!(x.2, Request::LeadershipTransfer(_)))
+        .collect();
+    assert_eq!(t.len(), 1);
+    (n, t[0].1)
+}
+
+#[test]
+fn transfer_refusals_are_reported_at_once_with_their_code() {
+    let (mut n, _) = leader3();
+    n.handle(1_010, Input::TransferLeadership { to: "n9".into() });
+    assert_eq!(
+        drain(&mut n),
+        vec![transfer_done(
+            "n9",
+            Err((DLedgerCode::UNKNOWN_MEMBER, "n9 is not a member of group g"))
+        )]
+    );
+    n.handle(1_011, Input::TransferLeadership { to: "n0".into() });
+    assert_eq!(
+        drain(&mut n),
+        vec![transfer_done(
+            "n0",
+            Err((DLedgerCode::UNEXPECTED_MEMBER, "n0 is this member itself"))
+        )]
+    );
+    n.cfg.max_leadership_transfer_wait_index = 0;
+    n.handle(1_012, Input::TransferLeadership { to: "n1".into() });
+    assert_eq!(
+        drain(&mut n),
+        vec![transfer_done(
+            "n1",
+            Err((
+                DLedgerCode::FALL_BEHIND_TOO_MUCH,
+                "n1 is 1 entries behind (maxLeadershipTransferWaitIndex 0)"
+            ))
+        )]
+    );
+    n.cfg.max_leadership_transfer_wait_index = 1_000;
+    // Refusals leave no transfer behind: proposals are still taken.
+    assert!(!n.transferring());
+    n.handle(1_013, Input::TransferLeadership { to: "n2".into() });
+    assert_eq!(drain(&mut n), vec![], "accepted: the outcome comes later");
+    n.handle(1_014, Input::TransferLeadership { to: "n1".into() });
+    assert_eq!(
+        drain(&mut n),
+        vec![transfer_done(
+            "n1",
+            Err((
+                DLedgerCode::LEADER_TRANSFERRING,
+                "a transfer to n2 is already in progress"
+            ))
+        )]
+    );
+    assert!(n.transferring(), "the running transfer goes on");
+
+    let mut f = node("n1", 3);
+    f.handle(5, Input::TransferLeadership { to: "n2".into() });
+    assert_eq!(
+        drain(&mut f),
+        vec![transfer_done(
+            "n2",
+            Err((
+                DLedgerCode::NOT_LEADER,
+                "not the leader (leader: unknown, term 0)"
+            ))
+        )]
+    );
+}
+
+#[test]
+fn transfer_fails_when_the_transferee_does_not_catch_up_in_time() {
+    let (mut n, _) = leader3();
+    n.cfg.leadership_transfer_wait_timeout_ms = 100;
+    n.handle(1_010, Input::TransferLeadership { to: "n2".into() });
+    assert_eq!(drain(&mut n), vec![]);
+    n.tick(1_109);
+    assert_eq!(transfers_done(&drain(&mut n)), vec![]);
+    n.tick(1_110);
+    assert_eq!(
+        transfers_done(&drain(&mut n)),
+        vec![transfer_done(
+            "n2",
+            Err((
+                DLedgerCode::TAKE_LEADERSHIP_FAILED,
+                "n2 did not catch up within leadershipTransferWaitTimeout 100 ms (has -1, leader end 0)"
+            ))
+        )]
+    );
+    // Proposals are taken again.
+    n.handle(
+        1_111,
+        Input::Propose {
+            id: 1,
+            body: Bytes::from_static(b"m"),
+        },
+    );
+    assert!(!drain(&mut n)
+        .iter()
+        .any(|a| matches!(a, Action::ProposeDone { .. })));
+}
+
+#[test]
+fn a_failure_answer_or_no_answer_from_the_transferee_ends_the_transfer_with_its_code() {
+    let (mut n, call) = leader3_transfer_sent();
+    n.handle(
+        1_013,
+        Input::Reply {
+            call,
+            result: Ok(transfer_answer(DLedgerCode::INCONSISTENT_LEADER, 1)),
+        },
+    );
+    assert_eq!(
+        drain(&mut n),
+        vec![transfer_done(
+            "n2",
+            Err((
+                DLedgerCode::INCONSISTENT_LEADER,
+                "transferee n2 answered INCONSISTENT_LEADER(409) (its term 1)"
+            ))
+        )]
+    );
+    assert!(!n.transferring());
+    // n2 is caught up: a new transfer asks it at once; the call fails on the network.
+    n.handle(1_014, Input::TransferLeadership { to: "n2".into() });
+    let c = calls(&drain(&mut n));
+    assert_eq!(c.len(), 1);
+    assert!(matches!(c[0].2, Request::LeadershipTransfer(_)));
+    n.handle(
+        1_015,
+        Input::Reply {
+            call: c[0].1,
+            result: Err(CallFailure::Network),
+        },
+    );
+    assert_eq!(
+        drain(&mut n),
+        vec![transfer_done(
+            "n2",
+            Err((
+                DLedgerCode::NETWORK_ERROR,
+                "transferee n2 could not be reached"
+            ))
+        )]
+    );
+    // A late answer to an earlier transfer's call does not end a newer transfer.
+    n.handle(1_016, Input::TransferLeadership { to: "n2".into() });
+    let c = calls(&drain(&mut n));
+    n.handle(
+        1_017,
+        Input::Reply {
+            call: c[0].1,
+            result: Ok(transfer_answer(DLedgerCode::SUCCESS, 1)),
+        },
+    );
+    assert_eq!(drain(&mut n), vec![]);
+    assert!(n.transferring());
+}
+
+#[test]
+fn transfer_succeeds_once_the_transferee_leads_and_fails_if_another_member_does() {
+    for (leader, expected) in [
+        ("n2", Ok(())),
+        (
+            "n1",
+            Err((
+                DLedgerCode::TAKE_LEADERSHIP_FAILED,
+                "n1 became leader in term 2 instead of n2",
+            )),
+        ),
+    ] {
+        let (mut n, call) = leader3_transfer_sent();
+        n.handle(
+            1_013,
+            Input::Reply {
+                call,
+                result: Ok(transfer_answer(DLedgerCode::SUCCESS, 1)),
+            },
+        );
+        assert_eq!(drain(&mut n), vec![]);
+        // The transferee's vote deposes us; the outcome is not known yet.
+        n.handle(
+            1_014,
+            Input::Request {
+                id: 1,
+                req: vote_req("n2", "n0", 2, 0, 1, false),
+            },
+        );
+        let a = drain(&mut n);
+        assert_eq!(transfers_done(&a), vec![]);
+        assert_eq!(vote_result(a.last().unwrap()).0, VoteResult::ACCEPT);
+        n.handle(
+            1_015,
+            Input::Request {
+                id: 2,
+                req: Request::HeartBeat(Common::request("g", leader, "n0", Some(leader), 2)),
+            },
+        );
+        let a = drain(&mut n);
+        assert_eq!(
+            a[..2],
+            [
+                Action::RoleChanged {
+                    role: Role::Follower,
+                    term: 2,
+                    leader: Some(leader.into())
+                },
+                transfer_done("n2", expected),
+            ]
+        );
+        assert!(matches!(a[2], Action::Respond { id: 2, .. }));
+        assert_eq!(a.len(), 3);
+    }
+}
+
+#[test]
+fn a_handover_without_a_known_leader_fails_at_its_deadline() {
+    let (mut n, _call) = leader3_transfer_sent();
+    n.handle(
+        1_014,
+        Input::Request {
+            id: 1,
+            req: vote_req("n2", "n0", 2, 0, 1, false),
+        },
+    );
+    let _ = drain(&mut n);
+    // Started at 1_010: leadershipTransferWaitTimeout 1_000 + maxVoteIntervalMs 450.
+    n.tick(2_459);
+    assert_eq!(transfers_done(&drain(&mut n)), vec![]);
+    n.tick(2_460);
+    assert_eq!(
+        transfers_done(&drain(&mut n)),
+        vec![transfer_done(
+            "n2",
+            Err((
+                DLedgerCode::TAKE_LEADERSHIP_FAILED,
+                "no leader known 1450 ms after asking n2 to take over"
+            ))
+        )]
+    );
+}
+
+#[test]
+fn losing_leadership_before_the_transferee_caught_up_fails_the_transfer() {
+    let (mut n, _) = leader3();
+    n.handle(1_010, Input::TransferLeadership { to: "n2".into() });
+    let _ = drain(&mut n);
+    n.handle(
+        1_011,
+        Input::Request {
+            id: 1,
+            req: Request::HeartBeat(Common::request("g", "n1", "n0", Some("n1"), 3)),
+        },
+    );
+    let a = drain(&mut n);
+    assert_eq!(
+        transfers_done(&a),
+        vec![transfer_done(
+            "n2",
+            Err((
+                DLedgerCode::TERM_CHANGED,
+                "leadership lost (term 3) before n2 caught up"
+            ))
+        )]
+    );
+}
+
+#[test]
+fn admin_transfer_request_is_answered_with_the_real_outcome() {
+    let (mut n, c) = leader3();
+    let code_of = |a: &Action| match a {
+        Action::Respond {
+            id,
+            resp: Response::LeadershipTransfer(r),
+        } => (*id, r.code, r.local_id.clone(), r.term),
+        other => panic!("not a transfer response: {other:?}"),
+    };
+    // Refusals are answered at once with the spec code.
+    for (id, req, code) in [
+        (1, admin_transfer("n9", 1), DLedgerCode::UNKNOWN_MEMBER),
+        (2, admin_transfer("n2", 0), DLedgerCode::INCONSISTENT_TERM),
+    ] {
+        n.handle(1_010, Input::Request { id, req });
+        let a = drain(&mut n);
+        assert_eq!(a.len(), 1);
+        assert_eq!(code_of(&a[0]), (id, code, Some("admin".into()), 1));
+    }
+    // Accepted: no answer until the transferee answered.
+    n.handle(
+        1_011,
+        Input::Request {
+            id: 3,
+            req: admin_transfer("n2", 1),
+        },
+    );
+    assert_eq!(drain(&mut n), vec![]);
+    let compare_n2 = c
+        .iter()
+        .find(|(to, _, r)| to == "n2" && matches!(r, Request::Push(_)))
+        .unwrap()
+        .1;
+    n.handle(
+        1_012,
+        Input::Reply {
+            call: compare_n2,
+            result: Ok(push_ok(0, 1, 0, 1)),
+        },
+    );
+    let t: Vec<_> = calls(&drain(&mut n))
+        .into_iter()
+        .filter(|x| matches!(x.2, Request::LeadershipTransfer(_)))
+        .collect();
+    assert_eq!(t.len(), 1);
+    n.handle(
+        1_013,
+        Input::Reply {
+            call: t[0].1,
+            result: Ok(transfer_answer(DLedgerCode::TAKE_LEADERSHIP_FAILED, 1)),
+        },
+    );
+    let a = drain(&mut n);
+    assert_eq!(a.len(), 1);
+    assert_eq!(
+        code_of(&a[0]),
+        (
+            3,
+            DLedgerCode::TAKE_LEADERSHIP_FAILED,
+            Some("admin".into()),
+            1
+        )
+    );
+}
+
+#[test]
+fn transferee_refuses_a_stale_or_foreign_transfer_request() {
+    let mut f = node("n2", 3);
+    f.handle(
+        5,
+        Input::Request {
+            id: 1,
+            req: Request::HeartBeat(Common::request("g", "n0", "n2", Some("n0"), 2)),
+        },
+    );
+    let _ = drain(&mut f);
+    let ask = |from: &str, term: i64| {
+        Request::LeadershipTransfer(LeadershipTransferRequest {
+            code: DLedgerCode::SUCCESS,
+            group: Some("g".into()),
+            leader_id: Some(from.into()),
+            local_id: Some(from.into()),
+            remote_id: Some("n2".into()),
+            take_leadership_ledger_index: -1,
+            term,
+            transfer_id: Some(from.into()),
+            transferee_id: Some("n2".into()),
+        })
+    };
+    for (id, req, code) in [
+        (2, ask("n0", 1), DLedgerCode::EXPIRED_TERM),
+        (3, ask("n1", 2), DLedgerCode::INCONSISTENT_LEADER),
+    ] {
+        f.handle(6, Input::Request { id, req });
+        match drain(&mut f).as_slice() {
+            [Action::Respond {
+                id: got,
+                resp: Response::LeadershipTransfer(r),
+            }] => assert_eq!((*got, r.code, r.term), (id, code, 2)),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(f.role(), Role::Follower);
+}

@@ -21,7 +21,7 @@ use bytes::Bytes;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::MissedTickBehavior;
 
-use super::error::ProposeError;
+use super::error::{ProposeError, TransferError};
 use super::log_adapter::StoreLog;
 use super::transport::{NetEvent, OutCall, PeerLiveness};
 use super::types::{Committed, CommittedMark, LedgerRole, LedgerStatus, PeerStatus, RoleState};
@@ -44,14 +44,14 @@ pub(crate) struct Proposal {
 
 /// Requests from the [`super::Ledger`] handle other than proposals.
 pub(crate) enum Control {
-    /// Start a leadership transfer; `reply` says whether the core took it.
-    Transfer {
-        to: String,
-        reply: oneshot::Sender<Result<(), ProposeError>>,
-    },
+    /// Hand leadership to `to`; `reply` gets the outcome (refusal at once, else when done).
+    Transfer { to: String, reply: TransferReply },
     /// Stop: graceful (final flush + checkpoint) or crash-like (neither).
     Stop { graceful: bool },
 }
+
+/// Where a leadership transfer's outcome goes.
+pub(crate) type TransferReply = oneshot::Sender<Result<(), TransferError>>;
 
 /// Receivers the driver loop selects on.
 pub(crate) struct Inbox {
@@ -89,6 +89,12 @@ pub(crate) struct Driver {
     next_request: RequestId,
     /// Inputs the shell generates itself (failed sends), handled after the current actions.
     local: VecDeque<Input>,
+    /// The transfer request being fed to the core right now: a `TransferDone` emitted while
+    /// it is handled is its (immediate) refusal.
+    transfer_incoming: Option<TransferReply>,
+    /// The transfer the core accepted; its `TransferDone` comes later (the core runs at most
+    /// one at a time and refuses others at once).
+    transfer_running: Option<TransferReply>,
     flushed_index: i64,
     next_tick_ms: u64,
     next_status_ms: u64,
@@ -115,6 +121,8 @@ impl Driver {
             requests: HashMap::with_capacity(256),
             next_request: 1,
             local: VecDeque::new(),
+            transfer_incoming: None,
+            transfer_running: None,
             flushed_index,
             next_tick_ms: 0,
             next_status_ms: 0,
@@ -307,6 +315,20 @@ impl Driver {
                 let _ = self.out.role_events.send(rs);
                 self.next_status_ms = 0;
             }
+            Action::TransferDone { to, result } => {
+                let waiter = self
+                    .transfer_incoming
+                    .take()
+                    .or_else(|| self.transfer_running.take());
+                match waiter {
+                    Some(tx) => {
+                        let _ = tx.send(result.map_err(TransferError::from));
+                    }
+                    None => {
+                        tracing::debug!(%to, ?result, "transfer outcome without a waiter")
+                    }
+                }
+            }
         }
     }
 
@@ -346,20 +368,17 @@ impl Driver {
         batch.push(Input::Propose { id, body: p.body });
     }
 
-    fn on_transfer(&mut self, to: String, reply: oneshot::Sender<Result<(), ProposeError>>) {
-        let r = if self.node.role() != Role::Leader {
-            Err(ProposeError::NotLeader {
-                leader: self.node.leader_id().map(str::to_owned),
-            })
-        } else if to == self.node.config().self_id {
-            Ok(())
-        } else if !self.peers.iter().any(|p| p.id == to) {
-            Err(ProposeError::Storage(format!("unknown transferee {to}")))
-        } else {
-            self.handle(Input::TransferLeadership { to });
-            Ok(())
-        };
-        let _ = reply.send(r);
+    /// The core answers every transfer input with exactly one `TransferDone`: during this
+    /// call for a refusal, later for an accepted transfer.
+    fn on_transfer(&mut self, to: String, reply: TransferReply) {
+        self.transfer_incoming = Some(reply);
+        self.handle(Input::TransferLeadership { to });
+        if let Some(accepted) = self.transfer_incoming.take() {
+            if let Some(stale) = self.transfer_running.replace(accepted) {
+                // Cannot happen (the core refuses a second transfer); never leave one hanging.
+                let _ = stale.send(Err(TransferError::Timeout));
+            }
+        }
     }
 
     fn on_flush_progress(&mut self, p: FlushProgress) {
@@ -431,10 +450,13 @@ impl Driver {
         while let Ok(p) = inbox.proposals.try_recv() {
             let _ = p.reply.send(Err(ProposeError::Shutdown));
         }
+        if let Some(w) = self.transfer_running.take() {
+            let _ = w.send(Err(TransferError::Shutdown));
+        }
         inbox.ctl.close();
         while let Ok(c) = inbox.ctl.try_recv() {
             if let Control::Transfer { reply, .. } = c {
-                let _ = reply.send(Err(ProposeError::Shutdown));
+                let _ = reply.send(Err(TransferError::Shutdown));
             }
         }
         inbox.net.close();

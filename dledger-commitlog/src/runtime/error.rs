@@ -1,7 +1,8 @@
-//! Errors at the runtime boundary: proposal outcomes (definite vs indeterminate, R14), start-up
-//! failures and option parsing.
+//! Errors at the runtime boundary: proposal outcomes (definite vs indeterminate, R14),
+//! leadership transfer outcomes, start-up failures and option parsing.
 
 use crate::core;
+use crate::core::messages::DLedgerCode;
 use crate::store::StoreError;
 
 /// Why a proposal did not commit.
@@ -57,6 +58,48 @@ impl From<core::ProposeError> for ProposeError {
             }
             core::ProposeError::Timeout => ProposeError::Timeout,
             core::ProposeError::TermChanged => ProposeError::TermChanged,
+        }
+    }
+}
+
+/// Why [`super::Ledger::transfer_leadership`] did not hand leadership to the target.
+///
+/// `Refused` is definite and immediate for a refusal (unknown or self target, not the
+/// leader, target too far behind, a transfer already running), and comes within the wait
+/// timeout for a transfer that was tried and failed (the target answered with a failure code,
+/// could not be reached, did not catch up within `leadershipTransferWaitTimeout`, or did not
+/// take over). After any error this member is not working on the transfer any more.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TransferError {
+    /// The DLedger code (spec §5: UNKNOWN_MEMBER, UNEXPECTED_MEMBER, NOT_LEADER,
+    /// FALL_BEHIND_TOO_MUCH, LEADER_TRANSFERRING, TAKE_LEADERSHIP_FAILED, EXPIRED_TERM,
+    /// INCONSISTENT_LEADER, ...) an admin LEADERSHIP_TRANSFER would be answered with.
+    #[error("leadership transfer refused: {code:?}: {reason}")]
+    Refused { code: DLedgerCode, reason: String },
+    /// No outcome within the transfer wait (a safety net: the core reports every transfer).
+    #[error("leadership transfer outcome unknown after the wait timeout")]
+    Timeout,
+    /// The ledger is shut down.
+    #[error("ledger shut down")]
+    Shutdown,
+}
+
+impl TransferError {
+    /// The DLedger code for this error (TIMEOUT 300 / INTERNAL_ERROR 500 for the last two).
+    pub fn code(&self) -> DLedgerCode {
+        match self {
+            TransferError::Refused { code, .. } => *code,
+            TransferError::Timeout => DLedgerCode::TIMEOUT,
+            TransferError::Shutdown => DLedgerCode::INTERNAL_ERROR,
+        }
+    }
+}
+
+impl From<core::TransferFailure> for TransferError {
+    fn from(f: core::TransferFailure) -> Self {
+        TransferError::Refused {
+            code: f.code,
+            reason: f.reason,
         }
     }
 }

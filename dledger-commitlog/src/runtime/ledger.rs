@@ -11,7 +11,7 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::driver::{Control, Driver, Inbox, Outlets, Peer, Proposal};
-use super::error::{LedgerError, ProposeError};
+use super::error::{LedgerError, ProposeError, TransferError};
 use super::log_adapter::StoreLog;
 use super::options::LedgerOptions;
 use super::push_cache::EntryJsonCache;
@@ -306,10 +306,12 @@ impl Ledger {
     }
 
     /// Hands leadership to member `to` (this member must be the leader) and waits until this
-    /// member sees `to` as leader. `NotLeader` if this member is not the leader; `Timeout` if
-    /// the transfer did not complete within `leadershipTransferWaitTimeout` plus one election.
-    pub async fn transfer_leadership(&self, to: &str) -> Result<(), ProposeError> {
-        let mut role = self.role();
+    /// member sees `to` as leader (the role watch shows it by then). A refusal comes at once
+    /// as [`TransferError::Refused`] with its DLedger code (UNKNOWN_MEMBER, UNEXPECTED_MEMBER
+    /// for this member itself, NOT_LEADER, FALL_BEHIND_TOO_MUCH, LEADER_TRANSFERRING); a
+    /// transfer that was tried and failed comes with the transferee's code or
+    /// TAKE_LEADERSHIP_FAILED within `leadershipTransferWaitTimeout` plus one vote interval.
+    pub async fn transfer_leadership(&self, to: &str) -> Result<(), TransferError> {
         let (tx, rx) = oneshot::channel();
         self.inner
             .ctl
@@ -318,17 +320,11 @@ impl Ledger {
                 reply: tx,
             })
             .await
-            .map_err(|_| ProposeError::Shutdown)?;
-        rx.await.map_err(|_| ProposeError::Shutdown)??;
-        let done = tokio::time::timeout(
-            self.inner.transfer_wait,
-            role.wait_for(|r| r.leader_id.as_deref() == Some(to)),
-        )
-        .await;
-        match done.map(|r| r.map(|_| ())) {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(_)) => Err(ProposeError::Shutdown),
-            Err(_) => Err(ProposeError::Timeout),
+            .map_err(|_| TransferError::Shutdown)?;
+        match tokio::time::timeout(self.inner.transfer_wait, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(TransferError::Shutdown),
+            Err(_) => Err(TransferError::Timeout),
         }
     }
 

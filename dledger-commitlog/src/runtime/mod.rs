@@ -47,10 +47,11 @@ mod transport;
 mod types;
 
 pub use crate::config::{FlushMode, LedgerConfig};
+pub use crate::core::messages::DLedgerCode;
 pub use crate::core::CoreConfig;
 pub use crate::store::{StoreError, StoreReader, StoredEntry};
 pub use crate::types::{Index, Pos};
-pub use error::{LedgerError, OptionError, ProposeError};
+pub use error::{LedgerError, OptionError, ProposeError, TransferError};
 pub use ledger::Ledger;
 pub use options::{parse_peers, AppendHook, LedgerOptions};
 pub use types::{Committed, CommittedMark, LedgerRole, LedgerStatus, PeerStatus, RoleState};

@@ -621,6 +621,9 @@ impl<L: SimLog> World<L> {
                         .map_err(|e| self.fail(e))?;
                 }
             }
+            Action::TransferDone { to, result } => {
+                self.note(|| format!("n{i} transfer to {to} done {result:?}"));
+            }
         }
         Ok(())
     }
