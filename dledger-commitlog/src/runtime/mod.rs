@@ -36,6 +36,9 @@
 //!   reported as indeterminate (`TermChanged`), never as a definite failure;
 //! * role changes are published in order on a watch (latest state) and on a bounded broadcast
 //!   (every change, lag reported to the subscriber).
+//! * a leadership transfer request is answered exactly once with a definite outcome: a
+//!   refusal during the core pass that handles it, otherwise the core's `TransferDone` for the
+//!   one transfer it runs (success once this member sees the transferee lead).
 
 mod driver;
 mod error;
