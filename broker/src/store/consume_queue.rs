@@ -10,13 +10,18 @@
 //! only read below the published end (acquire), so no lock is held while reading.
 //!
 //! Recovery: files are scanned from the last one backwards; the end is the first unit whose
-//! size is not positive. Java's "pre-blank" units (`0, i32::MAX, 0`) fill a file before the
+//! size is not positive. Queues are flushed independently, so after a crash one queue can lag
+//! another: [`ConsumeQueueSet::flush_all`] therefore records, after every queue is durable, the
+//! log position through which the dispatcher had fed all of them (the dispatch checkpoint,
+//! file `<cq_root>/.dispatched`); the dispatcher resumes there at most, so a lagging queue is
+//! refilled from the log and no unit is skipped. Java's "pre-blank" units (`0, i32::MAX, 0`) fill a file before the
 //! first real unit of a queue that starts at a non-zero offset; they count as written but lie
 //! below the minimum offset.
 
 use std::borrow::Borrow;
 use std::fs::{self, OpenOptions};
 use std::hash::{Hash, Hasher};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -784,12 +789,62 @@ impl Hash for QueueKey {
     }
 }
 
+/// Name of the dispatch checkpoint file under the consume-queue root (not a topic: a file).
+pub const DISPATCH_CHECKPOINT_FILE: &str = ".dispatched";
+
+/// Checkpoint bytes: the position (i64 BE) and its CRC32 (u32 BE).
+const CHECKPOINT_LEN: usize = 12;
+
 /// All consume queues of the broker, keyed by (topic, queueId).
 #[derive(Debug)]
 pub struct ConsumeQueueSet {
     root: PathBuf,
     file_size: u64,
     queues: DashMap<QueueKey, Arc<ConsumeQueue>>,
+    /// Log position below which the dispatcher has handed every record to its queue (-1
+    /// until the dispatcher says).
+    dispatched_end: AtomicI64,
+    /// The checkpoint on disk (`None`: no valid file); written under this lock.
+    checkpoint: Mutex<Option<i64>>,
+}
+
+fn read_checkpoint(path: &Path) -> Result<Option<i64>, StoreError> {
+    let b = match fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError::io(path)(e)),
+    };
+    let Some(b) = b.get(..CHECKPOINT_LEN) else {
+        tracing::warn!(path = %path.display(), "short dispatch checkpoint ignored");
+        return Ok(None);
+    };
+    let mut v = [0u8; 8];
+    let mut c = [0u8; 4];
+    v.copy_from_slice(&b[0..8]);
+    c.copy_from_slice(&b[8..12]);
+    if crc32fast::hash(&v) != u32::from_be_bytes(c) {
+        tracing::warn!(path = %path.display(), "damaged dispatch checkpoint ignored");
+        return Ok(None);
+    }
+    let pos = i64::from_be_bytes(v);
+    Ok((pos >= 0).then_some(pos))
+}
+
+/// Writes the checkpoint through a temporary file and a rename, so a crash leaves the old or
+/// the new value.
+fn write_checkpoint(root: &Path, pos: i64) -> Result<(), StoreError> {
+    fs::create_dir_all(root).map_err(StoreError::io(root))?;
+    let tmp = root.join(".dispatched.tmp");
+    let mut b = [0u8; CHECKPOINT_LEN];
+    b[0..8].copy_from_slice(&pos.to_be_bytes());
+    let crc = crc32fast::hash(&b[0..8]);
+    b[8..12].copy_from_slice(&crc.to_be_bytes());
+    let mut f = fs::File::create(&tmp).map_err(StoreError::io(&tmp))?;
+    f.write_all(&b).map_err(StoreError::io(&tmp))?;
+    f.sync_all().map_err(StoreError::io(&tmp))?;
+    let path = root.join(DISPATCH_CHECKPOINT_FILE);
+    fs::rename(&tmp, &path).map_err(StoreError::io(&path))?;
+    Ok(())
 }
 
 impl ConsumeQueueSet {
@@ -799,6 +854,8 @@ impl ConsumeQueueSet {
             root: cq_root.to_path_buf(),
             file_size,
             queues: DashMap::new(),
+            dispatched_end: AtomicI64::new(-1),
+            checkpoint: Mutex::new(read_checkpoint(&cq_root.join(DISPATCH_CHECKPOINT_FILE))?),
         };
         let topics = match fs::read_dir(cq_root) {
             Ok(rd) => rd,
@@ -919,12 +976,36 @@ impl ConsumeQueueSet {
         Ok(())
     }
 
-    /// fsyncs every queue.
+    /// fsyncs every queue, then records the dispatch checkpoint: the position the dispatcher
+    /// had reached before the flush began is durable in every queue.
     pub fn flush_all(&self) -> Result<(), StoreError> {
+        // Read first: every unit below it was stored before this load (release/acquire),
+        // so the flushes below cover it.
+        let dispatched = self.dispatched_end.load(Ordering::Acquire);
         for q in self.queues() {
             q.flush()?;
         }
+        if dispatched >= 0 {
+            let mut cp = lock(&self.checkpoint);
+            if *cp != Some(dispatched) {
+                write_checkpoint(&self.root, dispatched)?;
+                *cp = Some(dispatched);
+            }
+        }
         Ok(())
+    }
+
+    /// The dispatcher has handed every record below log position `end_pos` to its queue.
+    /// The next [`ConsumeQueueSet::flush_all`] makes it the checkpoint (it may move down
+    /// after the log was truncated).
+    pub fn note_dispatched_through(&self, end_pos: i64) {
+        self.dispatched_end.store(end_pos, Ordering::Release);
+    }
+
+    /// The log position below which every queue was durable at the last checkpoint (`None`
+    /// for a store without one: queues written by an older version, or never flushed).
+    pub fn dispatch_checkpoint(&self) -> Option<i64> {
+        *lock(&self.checkpoint)
     }
 
     /// Deletes all queues of a topic and their files.

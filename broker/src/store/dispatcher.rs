@@ -2,9 +2,19 @@
 //! consume queue (20-byte unit) and the key index, in log order (R12). It never reads past
 //! `committed`, so consumers only ever see replicated messages, on every member.
 //!
-//! Restart: consume queues are first truncated to the local log's end (units past it cannot
-//! be backed by data), then dispatch resumes at the first entry at or after the largest
-//! physical end found in the queues; re-dispatching an already written unit is a no-op.
+//! Restart (crash consistency, R12/CC-09): the derived structures are flushed independently,
+//! so after a crash any of them may lag the others. Consume queues are first truncated to the
+//! committed log (units past it cannot be backed by data); dispatch then resumes at the lowest
+//! point any structure needs:
+//! * consume queues: the dispatch checkpoint ([`ConsumeQueueSet::dispatch_checkpoint`], the
+//!   position through which every queue was durable at the last flush); without one, the
+//!   smallest physical end of a non-empty queue still within the log;
+//! * the key index: just above [`KeyIndex::last_physical_offset`];
+//! * delayed-delivery progress, below.
+//!
+//! Re-dispatch is idempotent per structure: a queue skips a record below its last unit's end
+//! (a lagging queue appends it at the queue offset stored in the record, never a new one), the
+//! index skips records at or below its last offset. When nothing lags, nothing is re-read.
 //!
 //! Delayed delivery progress: a committed record carrying the schedule-origin marker
 //! ([`SCHEDULE_ORIGIN_PROPERTY`]) whose level/offset/physical offset match a unit of the
@@ -51,6 +61,49 @@ pub struct Dispatcher {
     indexed_through: i64,
     /// Queues that grew since progress was last published: their held pulls are woken then.
     grown: Vec<Arc<ConsumeQueue>>,
+    /// Entries through this index were committed before the restart: re-dispatching them is
+    /// recovery, logged with progress.
+    replay_until: i64,
+    replayed: i64,
+    replay_total: i64,
+}
+
+/// Entries between progress lines while re-dispatching after a restart.
+const REPLAY_PROGRESS_EVERY: i64 = 100_000;
+
+/// Where consume queues need dispatch to resume: the dispatch checkpoint when there is one
+/// (every queue, even an empty one, was durable through it), else the smallest end of a
+/// non-empty queue within the log (ends below `log_start` have nothing left to re-read).
+fn queue_resume_pos(cqs: &ConsumeQueueSet, log_start: i64) -> i64 {
+    if let Some(cp) = cqs.dispatch_checkpoint() {
+        return cp;
+    }
+    let queues = cqs.queues();
+    let ends = queues
+        .iter()
+        .map(|q| q.max_physical_end())
+        .filter(|&e| e > 0);
+    let in_log = ends.clone().filter(|&e| e >= log_start).min();
+    match in_log {
+        Some(e) => e,
+        // Every queue ends before the log (or all are empty): all of the log is after them.
+        None if ends.clone().next().is_some() => log_start,
+        None => 0,
+    }
+}
+
+/// Position just past entry `next_index - 1` (the log's start when that is not readable).
+fn end_pos_before(log: &dyn ReplicatedLog, next_index: i64, begin: i64) -> i64 {
+    if next_index <= begin {
+        return match log.committed_entry(begin) {
+            Ok(Some(e)) => e.pos,
+            _ => 0,
+        };
+    }
+    match log.committed_entry(next_index - 1) {
+        Ok(Some(e)) => e.end_pos(),
+        _ => 0,
+    }
 }
 
 impl Dispatcher {
@@ -63,47 +116,57 @@ impl Dispatcher {
         delay_levels_ms: Vec<i64>,
         delay_offsets: Arc<DelayOffsetTable>,
     ) -> Result<(Dispatcher, watch::Receiver<DispatchMark>), super::StoreError> {
+        let begin = log.begin_index().max(0);
+        let committed = *log.committed().borrow();
         let (_, max_end) = cqs.physical_end_bounds();
-        let mut next_index = log.begin_index().max(0);
-        let mut mark = DispatchMark {
-            index: next_index - 1,
-            end_pos: 0,
-        };
-        if max_end > 0 {
+        if max_end > 0 && committed.index >= 0 && committed.end_pos < max_end {
             // Units beyond the committed data of this member cannot be trusted yet: drop them;
             // they come back when the entries are committed again.
-            let committed = *log.committed().borrow();
-            // A unit's physical end (record phys + size) is the end position of its entry.
-            let resume_pos = max_end;
-            if committed.index >= 0 && committed.end_pos < resume_pos {
-                tracing::warn!(
-                    resume_pos,
-                    committed_end = committed.end_pos,
-                    "consume queues ahead of the committed log; trimming"
-                );
-                cqs.truncate_physical(committed.end_pos + DLEDGER_ENTRY_HEADER_LEN)?;
-            }
-            let (_, trimmed_end) = cqs.physical_end_bounds();
-            let resume = trimmed_end.max(0);
-            next_index = first_index_at_or_after(log.as_ref(), resume);
-            mark = DispatchMark {
-                index: next_index - 1,
-                end_pos: resume,
-            };
+            tracing::warn!(
+                queue_end = max_end,
+                committed_end = committed.end_pos,
+                "consume queues ahead of the committed log; trimming"
+            );
+            cqs.truncate_physical(committed.end_pos + DLEDGER_ENTRY_HEADER_LEN)?;
         }
+        let log_start = match log.committed_entry(begin) {
+            Ok(Some(e)) => e.pos,
+            _ => 0,
+        };
+        let queues_from = queue_resume_pos(&cqs, log_start);
+        // The record at `last_physical_offset` is indexed; the next entry starts after it.
+        let last_indexed = index.last_physical_offset();
+        let index_from = if last_indexed > 0 {
+            last_indexed - DLEDGER_ENTRY_HEADER_LEN + 1
+        } else {
+            0
+        };
+        let resume_pos = queues_from.min(index_from).max(0);
+        let mut next_index = if committed.index < begin || resume_pos <= log_start {
+            begin
+        } else {
+            first_index_at_or_after(log.as_ref(), resume_pos)
+        };
         let markers_only_below = next_index;
-        let delay_from = (delay_offsets.delivered_through() + 1).max(log.begin_index().max(0));
+        let delay_from = (delay_offsets.delivered_through() + 1).max(begin);
         if delay_from < next_index {
             // The log-derived delay offsets lag the consume queues: re-read from there.
-            let end_pos = match log.committed_entry(delay_from - 1) {
-                Ok(Some(e)) if delay_from > 0 => e.end_pos(),
-                _ => 0,
-            };
             next_index = delay_from;
-            mark = DispatchMark {
-                index: delay_from - 1,
-                end_pos,
-            };
+        }
+        let mark = DispatchMark {
+            index: next_index - 1,
+            end_pos: end_pos_before(log.as_ref(), next_index, begin),
+        };
+        let replay = (committed.index + 1 - next_index).max(0);
+        if replay > 0 {
+            tracing::info!(
+                entries = replay,
+                from_index = next_index,
+                queues_from,
+                index_from,
+                delay_from,
+                "re-dispatching {replay} entries from index {next_index}"
+            );
         }
         tracing::info!(
             next_index,
@@ -111,6 +174,7 @@ impl Dispatcher {
             resume_pos = mark.end_pos,
             "dispatcher recovered"
         );
+        cqs.note_dispatched_through(mark.end_pos);
         let (tx, rx) = watch::channel(mark);
         let indexed_through = index.last_physical_offset();
         Ok((
@@ -125,6 +189,9 @@ impl Dispatcher {
                 markers_only_below,
                 indexed_through,
                 grown: Vec::new(),
+                replay_until: committed.index,
+                replayed: 0,
+                replay_total: replay,
             },
             rx,
         ))
@@ -141,6 +208,10 @@ impl Dispatcher {
                     Ok(Some(e)) => {
                         self.dispatch(&e);
                         self.delay_offsets.mark_dispatched_through(e.index);
+                        self.cqs.note_dispatched_through(e.end_pos());
+                        if e.index <= self.replay_until {
+                            self.note_replayed(e.index);
+                        }
                         progressed = Some(DispatchMark {
                             index: e.index,
                             end_pos: e.end_pos(),
@@ -183,6 +254,27 @@ impl Dispatcher {
         if let Err(e) = self.index.flush() {
             tracing::error!(error = %e, "flushing index at shutdown failed");
         }
+    }
+
+    /// Progress of the re-dispatch after a restart.
+    fn note_replayed(&mut self, index: i64) {
+        self.replayed += 1;
+        if index == self.replay_until {
+            tracing::info!(entries = self.replayed, "re-dispatch after restart done");
+        } else if self.replayed % REPLAY_PROGRESS_EVERY == 0 {
+            tracing::info!(
+                done = self.replayed,
+                total = self.replay_total,
+                index,
+                "re-dispatching after restart"
+            );
+        }
+    }
+
+    /// Number of committed entries this dispatcher re-reads because some structure lagged
+    /// at recovery (0 when nothing lagged).
+    pub fn replay_len(&self) -> i64 {
+        self.replay_total
     }
 
     /// Publishes progress and wakes the held pulls of the queues that grew.
@@ -243,10 +335,18 @@ impl Dispatcher {
                 size: view.total_size,
                 tag_code,
             };
+            // A queue holds its records in log order: one whose last unit ends above this
+            // record already has it (re-dispatch after a restart); a lagging one appends it
+            // at the queue offset stored in the record.
             let res = self
                 .cqs
                 .get_or_create(view.topic, view.queue_id)
-                .and_then(|q| q.append(view.queue_offset, unit).map(|o| (q, o)));
+                .and_then(|q| {
+                    if phys < q.max_physical_end() {
+                        return Ok((q, AppendOutcome::AlreadyPresent));
+                    }
+                    q.append(view.queue_offset, unit).map(|o| (q, o))
+                });
             match res {
                 Ok((q, AppendOutcome::Appended)) => {
                     // A step touches few queues: a short scan keeps each once.
@@ -299,3 +399,6 @@ impl Dispatcher {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -17,10 +17,14 @@
 //! The file is memory-mapped (as Java's `IndexFile`): a put is a few stores, no syscall; disk
 //! blocks are reserved ahead of the writer (see `mapped_words`).
 //!
-//! Durability: entry, then slot, then header are written; `flush` msyncs. After a crash the
-//! header may lag the entries (those entries are then invisible and re-indexed): the
-//! dispatcher re-feeds records above [`KeyIndex::last_physical_offset`], so the index is
-//! rebuildable and never needs the log to be rescanned from the start.
+//! Durability: entry, then slot, then header are written; `flush` msyncs, but pages reach the
+//! disk in any order, so after a crash the header may lag the entries (those entries are then
+//! invisible and re-indexed) or lead them (opening drops trailing entries that were never
+//! written and lowers the end offset to the last one kept). The dispatcher resumes at most
+//! just above [`KeyIndex::last_physical_offset`] (whatever the consume queues need) and feeds
+//! the index only records above it, so the index is rebuilt exactly where it lags. Records
+//! without keys still advance the header's end offset, so a run of them does not make the
+//! index look behind at the next start.
 
 use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -220,13 +224,75 @@ impl IndexFile {
         }
         // Nothing is assumed allocated (files written by `pwrite` are sparse): the first put
         // reserves the header, the slots and the entries up to it.
-        Ok(Self {
+        let f = Self {
             path,
             map,
             cfg,
             header: Mutex::new(header),
             reserved_to: AtomicU64::new(0),
-        })
+        };
+        f.drop_unwritten_tail()?;
+        Ok(f)
+    }
+
+    /// After a crash the header page may have reached the disk while the last entries did
+    /// not (zeros): they are dropped, and the end offset becomes the last kept entry's, so the
+    /// dropped records are indexed again.
+    fn drop_unwritten_tail(&self) -> Result<(), StoreError> {
+        let mut h = lock(&self.header);
+        let before = h.index_count;
+        while h.index_count > 1 {
+            let at = self.entry_pos(h.index_count - 1) as usize;
+            if self.map.load_i64(at + 4) > 0 {
+                break;
+            }
+            h.index_count -= 1;
+        }
+        if h.index_count == before {
+            return Ok(());
+        }
+        h.end_phys = if h.index_count > 1 {
+            self.map
+                .load_i64(self.entry_pos(h.index_count - 1) as usize + 4)
+        } else {
+            0
+        };
+        tracing::warn!(
+            path = %self.path.display(),
+            dropped = before - h.index_count,
+            end_phys = h.end_phys,
+            "index entries counted but never written; they are re-indexed"
+        );
+        self.reserve_through(self.entry_pos(h.index_count))?;
+        self.repair_slots(h.index_count);
+        self.write_header(&h);
+        Ok(())
+    }
+
+    /// Points every slot that names a dropped entry (≥ `count`) at the newest kept entry of
+    /// that slot (0 if none), so the older entries of its chain stay reachable. Call under
+    /// `header`, with the slot table reserved.
+    fn repair_slots(&self, count: i32) {
+        let slots = self.cfg.hash_slots;
+        let mut bad = std::collections::HashSet::new();
+        for s in 0..slots {
+            let at = (INDEX_HEADER_LEN + u64::from(s) * HASH_SLOT_LEN) as usize;
+            if self.map.load_i32(at) >= count {
+                bad.insert(s);
+            }
+        }
+        let mut n = count - 1;
+        while n >= 1 && !bad.is_empty() {
+            let hash = self.map.load_i32(self.entry_pos(n) as usize);
+            if bad.remove(&(hash as u32 % slots)) {
+                self.map.store_i32(self.slot_pos(hash), n);
+            }
+            n -= 1;
+        }
+        for s in bad {
+            let at = (INDEX_HEADER_LEN + u64::from(s) * HASH_SLOT_LEN) as usize;
+            self.map.store_i32(at, 0);
+        }
     }
 
     /// Makes sure the file is allocated through `end` (and the whole slot table), reserving
@@ -273,10 +339,7 @@ impl IndexFile {
         let at = self.entry_pos(n);
         self.reserve_through(at + INDEX_ENTRY_LEN)?;
         let slot_pos = self.slot_pos(hash);
-        let mut prev = self.map.load_i32(slot_pos);
-        if prev <= 0 || prev > h.index_count {
-            prev = 0;
-        }
+        let prev = self.chain_head(self.map.load_i32(slot_pos), h.index_count);
         let diff = if h.begin_timestamp <= 0 {
             0
         } else {
@@ -301,6 +364,42 @@ impl IndexFile {
         h.end_timestamp = store_ts;
         self.write_header(&h);
         Ok(true)
+    }
+
+    /// The newest visible entry of a slot's chain. A slot may name an entry at or past the
+    /// count (written before a crash whose header update was lost, and about to be written
+    /// again): its chain continues through that entry's link when the link points backwards.
+    fn chain_head(&self, mut n: i32, count: i32) -> i32 {
+        let mut steps = 0u32;
+        while n >= count && steps < 64 {
+            if n as u64 >= u64::from(self.cfg.max_entries) {
+                return 0;
+            }
+            let prev = self.map.load_i32(self.entry_pos(n) as usize + 16);
+            if prev >= n {
+                return 0;
+            }
+            n = prev;
+            steps += 1;
+        }
+        if n <= 0 || n >= count {
+            0
+        } else {
+            n
+        }
+    }
+
+    /// Records that every record up to `phys` was considered (those without keys add no
+    /// entry): the end offset only moves forward.
+    fn note_progress(&self, phys: i64) -> Result<(), StoreError> {
+        let mut h = lock(&self.header);
+        if phys <= h.end_phys {
+            return Ok(());
+        }
+        self.reserve_through(INDEX_HEADER_LEN)?;
+        h.end_phys = phys;
+        self.write_header(&h);
+        Ok(())
     }
 
     fn select(
@@ -501,6 +600,11 @@ impl KeyIndex {
         for k in all.filter(|k| !k.is_empty()) {
             let hash = index_key_hash(topic, k);
             self.put_locked(&mut file, hash, physical_offset, store_timestamp)?;
+        }
+        if file.is_none() {
+            // No keys: nothing to add, but the record was seen.
+            self.writable_file(store_timestamp)?
+                .note_progress(physical_offset)?;
         }
         Ok(())
     }

@@ -1,0 +1,370 @@
+//! Crash consistency of the derived structures (CC-09): a lagging consume queue or key index
+//! is refilled from the log at the recorded queue offsets, and nothing is re-read when nothing
+//! lags.
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+
+use super::*;
+use crate::message::properties::append_property;
+use crate::message::record::{encode_record, MagicPolicy, MessageLimits, RecordFields};
+use crate::store::commit_log::{CommitMark, LogRoleState, ProposeFuture};
+use crate::store::consume_queue::{CQ_UNIT_SIZE, DISPATCH_CHECKPOINT_FILE};
+use crate::store::index_file::{IndexConfig, HASH_SLOT_LEN, INDEX_ENTRY_LEN, INDEX_HEADER_LEN};
+use crate::store::mem_log::MemLog;
+
+/// Four units per consume-queue file, so queues span several files.
+const CQ_FILE: u64 = 4 * CQ_UNIT_SIZE as u64;
+const INDEX_CFG: IndexConfig = IndexConfig {
+    hash_slots: 64,
+    max_entries: 1000,
+};
+
+/// MemLog counting entry reads.
+struct CountingLog {
+    inner: MemLog,
+    reads: AtomicUsize,
+}
+
+impl ReplicatedLog for CountingLog {
+    fn propose(&self, body: Bytes) -> ProposeFuture {
+        self.inner.propose(body)
+    }
+    fn role(&self) -> watch::Receiver<LogRoleState> {
+        self.inner.role()
+    }
+    fn committed(&self) -> watch::Receiver<CommitMark> {
+        self.inner.committed()
+    }
+    fn committed_entry(&self, index: i64) -> Result<Option<LogEntry>, String> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.committed_entry(index)
+    }
+    fn read_message(&self, phys: i64) -> Option<Bytes> {
+        self.inner.read_message(phys)
+    }
+    fn begin_index(&self) -> i64 {
+        self.inner.begin_index()
+    }
+    fn end_index(&self) -> i64 {
+        self.inner.end_index()
+    }
+    fn shutdown(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        self.inner.shutdown()
+    }
+}
+
+/// One committed message as the test sent it.
+#[derive(Debug, Clone)]
+struct Sent {
+    queue_id: i32,
+    queue_offset: i64,
+    phys: i64,
+    key: Option<String>,
+}
+
+fn record(queue_id: i32, queue_offset: i64, key: Option<&str>) -> Bytes {
+    let host = "127.0.0.1:10911".parse().unwrap();
+    let mut props = BytesMut::new();
+    if let Some(k) = key {
+        append_property(&mut props, keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX, k).unwrap();
+    }
+    let f = RecordFields {
+        queue_id,
+        flag: 0,
+        queue_offset,
+        physical_offset: 0,
+        sys_flag: 0,
+        born_timestamp: 1,
+        born_host: host,
+        store_timestamp: 1_700_000_000_000,
+        store_host: host,
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body: b"payload",
+        topic: "T",
+        properties: &props,
+    };
+    let mut b = BytesMut::new();
+    encode_record(&f, &MessageLimits::default(), MagicPolicy::Auto, &mut b).unwrap();
+    b.freeze()
+}
+
+/// Sends `n` messages alternating over queues 0 and 1 (queue offsets assigned per queue, as
+/// the store does); messages from `keyless_from` on carry no key.
+async fn send(log: &CountingLog, sent: &mut Vec<Sent>, n: usize, keyless_from: usize) {
+    for _ in 0..n {
+        let i = sent.len();
+        let queue_id = (i % 2) as i32;
+        let queue_offset = sent.iter().filter(|s| s.queue_id == queue_id).count() as i64;
+        let key = (i < keyless_from).then(|| format!("key-{i}"));
+        let p = log
+            .propose(record(queue_id, queue_offset, key.as_deref()))
+            .await
+            .unwrap();
+        sent.push(Sent {
+            queue_id,
+            queue_offset,
+            phys: p.physical_offset(),
+            key,
+        });
+    }
+}
+
+struct Store {
+    cqs: Arc<ConsumeQueueSet>,
+    index: Arc<KeyIndex>,
+    delay: Arc<DelayOffsetTable>,
+    dispatcher: Dispatcher,
+    rx: watch::Receiver<DispatchMark>,
+}
+
+fn open(dir: &Path, log: &Arc<CountingLog>) -> Store {
+    let cqs = Arc::new(ConsumeQueueSet::open(&dir.join("consumequeue"), CQ_FILE).unwrap());
+    let index = Arc::new(KeyIndex::open(&dir.join("index"), INDEX_CFG).unwrap());
+    let delay = Arc::new(DelayOffsetTable::open(dir).unwrap());
+    let log: Arc<dyn ReplicatedLog> = log.clone();
+    let (dispatcher, rx) = Dispatcher::recover(
+        log,
+        Arc::clone(&cqs),
+        Arc::clone(&index),
+        vec![1000],
+        Arc::clone(&delay),
+    )
+    .unwrap();
+    Store {
+        cqs,
+        index,
+        delay,
+        dispatcher,
+        rx,
+    }
+}
+
+/// Runs the dispatcher until it reached `through`, then stops it (it flushes on the way out)
+/// and persists the delay offsets (the broker does so periodically).
+async fn run_until(store: Store, through: i64) -> (Arc<ConsumeQueueSet>, Arc<KeyIndex>) {
+    let Store {
+        cqs,
+        index,
+        delay,
+        dispatcher,
+        mut rx,
+    } = store;
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(dispatcher.run(stop.clone()));
+    tokio::time::timeout(Duration::from_secs(10), rx.wait_for(|m| m.index >= through))
+        .await
+        .expect("dispatch did not reach the committed index")
+        .unwrap();
+    stop.cancel();
+    task.await.unwrap();
+    delay.persist().unwrap();
+    (cqs, index)
+}
+
+fn queue_file(dir: &Path, queue_id: i32, start: u64) -> PathBuf {
+    dir.join("consumequeue")
+        .join("T")
+        .join(queue_id.to_string())
+        .join(crate::store::consume_queue::file_name_of(start))
+}
+
+/// Zeroes the last `n` units of a queue (a tail that never reached the disk); removes files
+/// left empty.
+fn lose_queue_tail(dir: &Path, queue_id: i32, units: u64, n: u64) {
+    for u in units - n..units {
+        let start = u * CQ_UNIT_SIZE as u64 / CQ_FILE * CQ_FILE;
+        let path = queue_file(dir, queue_id, start);
+        if u * CQ_UNIT_SIZE as u64 == start {
+            std::fs::remove_file(&path).unwrap();
+            continue;
+        }
+        if !path.exists() {
+            continue;
+        }
+        let f = OpenOptions::new().write(true).open(&path).unwrap();
+        f.write_all_at(&[0u8; CQ_UNIT_SIZE], u * CQ_UNIT_SIZE as u64 - start)
+            .unwrap();
+    }
+}
+
+fn index_file(dir: &Path) -> PathBuf {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("index"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1);
+    files.pop().unwrap()
+}
+
+fn read_i32(f: &std::fs::File, at: u64) -> i32 {
+    let mut b = [0u8; 4];
+    f.read_exact_at(&mut b, at).unwrap();
+    i32::from_be_bytes(b)
+}
+
+fn read_i64(f: &std::fs::File, at: u64) -> i64 {
+    let mut b = [0u8; 8];
+    f.read_exact_at(&mut b, at).unwrap();
+    i64::from_be_bytes(b)
+}
+
+fn entry_pos(n: i32) -> u64 {
+    INDEX_HEADER_LEN + u64::from(INDEX_CFG.hash_slots) * HASH_SLOT_LEN + n as u64 * INDEX_ENTRY_LEN
+}
+
+/// The header lost its last `n` updates (the entries are there but not counted).
+fn index_header_lags(dir: &Path, n: i32) {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(index_file(dir))
+        .unwrap();
+    let count = read_i32(&f, 36);
+    let new_count = count - n;
+    let end_phys = read_i64(&f, entry_pos(new_count - 1) + 4);
+    f.write_all_at(&new_count.to_be_bytes(), 36).unwrap();
+    f.write_all_at(&end_phys.to_be_bytes(), 24).unwrap();
+}
+
+/// The header reached the disk but its last `n` entries did not.
+fn index_entries_lost(dir: &Path, n: i32) {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(index_file(dir))
+        .unwrap();
+    let count = read_i32(&f, 36);
+    for e in count - n..count {
+        f.write_all_at(&[0u8; INDEX_ENTRY_LEN as usize], entry_pos(e))
+            .unwrap();
+    }
+}
+
+/// Every committed message is in its queue at its recorded offset exactly once, and every
+/// keyed one is found by its key exactly once.
+fn assert_complete(cqs: &ConsumeQueueSet, index: &KeyIndex, sent: &[Sent]) {
+    for queue_id in 0..2 {
+        let expected: Vec<&Sent> = sent.iter().filter(|s| s.queue_id == queue_id).collect();
+        let q = cqs.get("T", queue_id).unwrap();
+        assert_eq!(q.max_offset(), expected.len() as i64, "queue {queue_id}");
+        for s in expected {
+            let u = q.get(s.queue_offset).unwrap().unwrap();
+            assert_eq!(u.physical_offset, s.phys, "{s:?}");
+        }
+    }
+    for s in sent {
+        let Some(k) = &s.key else { continue };
+        let r = index.query("T", k, 64, 0, i64::MAX).unwrap();
+        let hits = r.physical_offsets.iter().filter(|&&p| p == s.phys).count();
+        assert_eq!(hits, 1, "{s:?} in {:?}", r.physical_offsets);
+    }
+}
+
+fn new_log() -> Arc<CountingLog> {
+    Arc::new(CountingLog {
+        inner: MemLog::new_leader(),
+        reads: AtomicUsize::new(0),
+    })
+}
+
+async fn lagging_queue_and_index_are_refilled(with_checkpoint: bool, header_lags: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = new_log();
+    let mut sent = Vec::new();
+    send(&log, &mut sent, 10, usize::MAX).await;
+    if with_checkpoint {
+        // A periodic flush after the first 10 messages, then 10 more that only partly reached
+        // the disk.
+        let (cqs, _) = run_until(open(dir.path(), &log), 9).await;
+        cqs.flush_all().unwrap();
+    }
+    send(&log, &mut sent, 10, usize::MAX).await;
+    let (_cqs, _index) = run_until(open(dir.path(), &log), 19).await;
+    drop((_cqs, _index));
+    // Crash: queue 1 lost its last 3 units (2 files involved), queue 0 kept everything, the
+    // index lost its last 4 keys, and the checkpoint is the one from before.
+    lose_queue_tail(dir.path(), 1, 10, 3);
+    if header_lags {
+        index_header_lags(dir.path(), 4);
+    } else {
+        index_entries_lost(dir.path(), 4);
+    }
+    let cp = dir
+        .path()
+        .join("consumequeue")
+        .join(DISPATCH_CHECKPOINT_FILE);
+    if with_checkpoint {
+        // Checkpoint at the end of message 9 (entry 9), as the earlier flush wrote it.
+        let end9 = log.inner.committed_entry(9).unwrap().unwrap().end_pos();
+        let cqs = ConsumeQueueSet::open(&dir.path().join("consumequeue"), CQ_FILE).unwrap();
+        cqs.note_dispatched_through(end9);
+        // Flushing writes the checkpoint only (the queues are as the crash left them).
+        cqs.flush_all().unwrap();
+        assert_eq!(cqs.dispatch_checkpoint(), Some(end9));
+    } else {
+        std::fs::remove_file(&cp).unwrap();
+    }
+    let store = open(dir.path(), &log);
+    let replay = store.dispatcher.replay_len();
+    assert!(replay > 0 && replay <= 20, "replay {replay}");
+    if with_checkpoint {
+        assert_eq!(replay, 10, "re-read from the checkpoint");
+    }
+    let (cqs, index) = run_until(store, 19).await;
+    assert_complete(&cqs, &index, &sent);
+    // New messages continue at the right offsets after the refill.
+    send(&log, &mut sent, 4, usize::MAX).await;
+    let store = open(dir.path(), &log);
+    let (cqs, index) = run_until(store, 23).await;
+    assert_complete(&cqs, &index, &sent);
+}
+
+#[tokio::test]
+async fn a_lagging_queue_and_index_header_are_refilled_without_a_checkpoint() {
+    lagging_queue_and_index_are_refilled(false, true).await;
+}
+
+#[tokio::test]
+async fn a_lagging_queue_and_lost_index_entries_are_refilled_from_the_checkpoint() {
+    lagging_queue_and_index_are_refilled(true, false).await;
+}
+
+#[tokio::test]
+async fn a_lost_index_is_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = new_log();
+    let mut sent = Vec::new();
+    send(&log, &mut sent, 12, usize::MAX).await;
+    let _ = run_until(open(dir.path(), &log), 11).await;
+    std::fs::remove_dir_all(dir.path().join("index")).unwrap();
+    let store = open(dir.path(), &log);
+    assert_eq!(store.dispatcher.replay_len(), 12);
+    let (cqs, index) = run_until(store, 11).await;
+    assert_complete(&cqs, &index, &sent);
+}
+
+#[tokio::test]
+async fn nothing_is_re_read_when_nothing_lags() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = new_log();
+    let mut sent = Vec::new();
+    // The last messages carry no key: the index must not look behind because of them.
+    send(&log, &mut sent, 16, 12).await;
+    let _ = run_until(open(dir.path(), &log), 15).await;
+    let store = open(dir.path(), &log);
+    assert_eq!(store.dispatcher.replay_len(), 0);
+    assert_eq!(store.rx.borrow().index, 15);
+    log.reads.store(0, Ordering::SeqCst);
+    // One new message: exactly one entry is read and dispatched.
+    send(&log, &mut sent, 1, 12).await;
+    let (cqs, index) = run_until(store, 16).await;
+    assert_eq!(log.reads.load(Ordering::SeqCst), 1);
+    assert_complete(&cqs, &index, &sent);
+}
