@@ -1,6 +1,8 @@
 //! Benchmarks: encode+decode of one command (JSON and ROCKETMQ, 10 extFields, 1 KiB body), and
-//! loopback RPC throughput over one connection with 1 and 64 requests in flight, measured in the
-//! same run as a raw baseline (a plain tokio echo of the same frame bytes). Prints the ratios.
+//! loopback RPC throughput over one connection with 1 and 64 requests in flight, for a JSON and
+//! a ROCKETMQ-serialized request (responses use the request's serialization), each measured in
+//! the same run as a raw baseline (a plain tokio echo of that request's frame bytes). Prints
+//! the ratios and the CPU time per request.
 //!
 //! Run: `cargo bench -p remoting --bench remoting -- --measurement-time 2 --warm-up-time 1`
 
@@ -191,8 +193,6 @@ fn bench_rpc(c: &mut Criterion) {
         (server, raw, client)
     });
     let addr = server.local_addr();
-    let request = sample_command(SerializeType::Json);
-    let frame = request.encode_to_bytes().unwrap_or_else(|e| panic!("{e}"));
     let mut raw_stream = Some(rt.block_on(async {
         let s = TcpStream::connect(raw_addr)
             .await
@@ -204,66 +204,71 @@ fn bench_rpc(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("rpc");
     g.throughput(Throughput::Elements(1));
-    for inflight in [1usize, 64] {
-        g.bench_function(format!("remoting_inflight_{inflight}"), |b| {
-            b.iter_custom(|iters| {
-                let client = client.clone();
-                let request = request.clone();
-                let cpu0 = process_cpu();
-                // The load generator runs on the runtime like any other task.
-                let el = rt
-                    .block_on(rt.spawn(async move {
-                        let start = Instant::now();
-                        // `inflight` callers on one task, each invoking in a loop until
-                        // `iters` requests were issued: the generator costs no allocation
-                        // per request, like the raw baseline's.
-                        let issued = std::sync::atomic::AtomicU64::new(0);
-                        let caller = || async {
-                            while issued.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < iters
-                            {
-                                if let Err(e) = client.invoke(addr, request.clone(), timeout).await
+    for (ser, t) in [
+        ("json", SerializeType::Json),
+        ("rocketmq", SerializeType::RocketMq),
+    ] {
+        // Built once: each invoke takes a clone, which is reference-count bumps only.
+        let request = sample_command(t);
+        // The raw baseline echoes the exact frame bytes of the request measured.
+        let frame = request.encode_to_bytes().unwrap_or_else(|e| panic!("{e}"));
+        for inflight in [1usize, 64] {
+            g.bench_function(format!("remoting_{ser}_inflight_{inflight}"), |b| {
+                b.iter_custom(|iters| {
+                    let client = client.clone();
+                    let request = request.clone();
+                    let cpu0 = process_cpu();
+                    // The load generator runs on the runtime like any other task.
+                    let el = rt
+                        .block_on(rt.spawn(async move {
+                            let start = Instant::now();
+                            // `inflight` callers on one task, each invoking in a loop until
+                            // `iters` requests were issued: the generator costs no allocation
+                            // per request, like the raw baseline's.
+                            let issued = std::sync::atomic::AtomicU64::new(0);
+                            let caller = || async {
+                                while issued.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                                    < iters
                                 {
-                                    panic!("invoke failed: {e}");
+                                    if let Err(e) =
+                                        client.invoke(addr, request.clone(), timeout).await
+                                    {
+                                        panic!("invoke failed: {e}");
+                                    }
                                 }
-                            }
-                        };
-                        let mut callers: FuturesUnordered<_> =
-                            (0..inflight).map(|_| caller()).collect();
-                        while callers.next().await.is_some() {}
-                        start.elapsed()
-                    }))
-                    .unwrap_or_else(|e| panic!("load task: {e}"));
-                record_cpu(
-                    &format!("rpc/remoting_{inflight}"),
-                    process_cpu().saturating_sub(cpu0),
-                    iters,
-                );
-                record(&format!("rpc/remoting_{inflight}"), el, iters);
-                el
-            })
-        });
-        g.bench_function(format!("raw_echo_inflight_{inflight}"), |b| {
-            b.iter_custom(|iters| {
-                let frame = frame.clone();
-                let mut stream = raw_stream.take().unwrap_or_else(|| panic!("raw stream"));
-                let cpu0 = process_cpu();
-                let (el, stream) = rt
-                    .block_on(rt.spawn(async move {
-                        let start = Instant::now();
-                        raw_roundtrips(&mut stream, &frame, iters, inflight).await;
-                        (start.elapsed(), stream)
-                    }))
-                    .unwrap_or_else(|e| panic!("raw task: {e}"));
-                raw_stream = Some(stream);
-                record_cpu(
-                    &format!("rpc/raw_{inflight}"),
-                    process_cpu().saturating_sub(cpu0),
-                    iters,
-                );
-                record(&format!("rpc/raw_{inflight}"), el, iters);
-                el
-            })
-        });
+                            };
+                            let mut callers: FuturesUnordered<_> =
+                                (0..inflight).map(|_| caller()).collect();
+                            while callers.next().await.is_some() {}
+                            start.elapsed()
+                        }))
+                        .unwrap_or_else(|e| panic!("load task: {e}"));
+                    let key = format!("rpc/remoting_{ser}_{inflight}");
+                    record_cpu(&key, process_cpu().saturating_sub(cpu0), iters);
+                    record(&key, el, iters);
+                    el
+                })
+            });
+            g.bench_function(format!("raw_echo_{ser}_inflight_{inflight}"), |b| {
+                b.iter_custom(|iters| {
+                    let frame = frame.clone();
+                    let mut stream = raw_stream.take().unwrap_or_else(|| panic!("raw stream"));
+                    let cpu0 = process_cpu();
+                    let (el, stream) = rt
+                        .block_on(rt.spawn(async move {
+                            let start = Instant::now();
+                            raw_roundtrips(&mut stream, &frame, iters, inflight).await;
+                            (start.elapsed(), stream)
+                        }))
+                        .unwrap_or_else(|e| panic!("raw task: {e}"));
+                    raw_stream = Some(stream);
+                    let key = format!("rpc/raw_{ser}_{inflight}");
+                    record_cpu(&key, process_cpu().saturating_sub(cpu0), iters);
+                    record(&key, el, iters);
+                    el
+                })
+            });
+        }
     }
     g.finish();
     rt.block_on(async {
@@ -282,31 +287,29 @@ fn report() {
             println!("{name}: {:.3} us per encode+decode (ops {ops})", t * 1e6);
         }
     }
-    for inflight in [1, 64] {
-        if let (Some(ours), Some(raw)) = (
-            per_op(&format!("rpc/remoting_{inflight}")),
-            per_op(&format!("rpc/raw_{inflight}")),
-        ) {
-            println!(
-                "rpc inflight={inflight}: remoting {:.0} req/s, raw echo {:.0} req/s, ratio {:.2}x (ops {})",
-                1.0 / ours,
-                1.0 / raw,
-                raw / ours,
-                r.get(&format!("rpc/remoting_{inflight}")).map(|x| x.1).unwrap_or(0)
-            );
-        }
-        let cpu = CPU.lock().unwrap_or_else(|e| e.into_inner());
-        let cpu_per_op = |k: &str| {
-            cpu.get(k)
-                .map(|(d, n)| d.as_secs_f64() * 1e6 / (*n).max(1) as f64)
-        };
-        if let (Some(ours), Some(raw)) = (
-            cpu_per_op(&format!("rpc/remoting_{inflight}")),
-            cpu_per_op(&format!("rpc/raw_{inflight}")),
-        ) {
-            println!(
-                "rpc inflight={inflight} cpu: remoting {ours:.2} us/req, raw echo {raw:.2} us/req (all threads)"
-            );
+    let cpu = CPU.lock().unwrap_or_else(|e| e.into_inner());
+    let cpu_per_op = |k: &str| {
+        cpu.get(k)
+            .map(|(d, n)| d.as_secs_f64() * 1e6 / (*n).max(1) as f64)
+    };
+    for ser in ["json", "rocketmq"] {
+        for inflight in [1, 64] {
+            let ours_key = format!("rpc/remoting_{ser}_{inflight}");
+            let raw_key = format!("rpc/raw_{ser}_{inflight}");
+            if let (Some(ours), Some(raw)) = (per_op(&ours_key), per_op(&raw_key)) {
+                println!(
+                    "rpc {ser} inflight={inflight}: remoting {:.0} req/s, raw echo {:.0} req/s, ratio {:.2}x (ops {})",
+                    1.0 / ours,
+                    1.0 / raw,
+                    raw / ours,
+                    r.get(&ours_key).map(|x| x.1).unwrap_or(0)
+                );
+            }
+            if let (Some(ours), Some(raw)) = (cpu_per_op(&ours_key), cpu_per_op(&raw_key)) {
+                println!(
+                    "rpc {ser} inflight={inflight} cpu: remoting {ours:.2} us/req, raw echo {raw:.2} us/req (all threads)"
+                );
+            }
         }
     }
 }
