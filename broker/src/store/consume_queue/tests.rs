@@ -319,3 +319,43 @@ fn queue_set_discovers_queues_and_tracks_bounds() {
     assert!(!root.join("A").exists());
     assert_eq!(set.queues_of_topic("B").len(), 1);
 }
+
+#[test]
+fn dispatch_checkpoint_is_written_after_the_flush_and_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("consumequeue");
+    {
+        let set = ConsumeQueueSet::open(&root, FILE).unwrap();
+        assert_eq!(set.dispatch_checkpoint(), None);
+        // Nothing noted by a dispatcher yet: a flush writes no checkpoint.
+        set.flush_all().unwrap();
+        assert!(!root.join(DISPATCH_CHECKPOINT_FILE).exists());
+        let q = set.get_or_create("TopicTest", 1).unwrap();
+        q.append(0, unit(0)).unwrap();
+        set.note_dispatched_through(unit(0).physical_end());
+        set.flush_all().unwrap();
+        assert_eq!(set.dispatch_checkpoint(), Some(unit(0).physical_end()));
+    }
+    // The checkpoint file is not taken for a topic; the queue and the value come back.
+    let set = ConsumeQueueSet::open(&root, FILE).unwrap();
+    assert_eq!(set.queues().len(), 1);
+    assert_eq!(set.dispatch_checkpoint(), Some(unit(0).physical_end()));
+    // It may move down (the log was truncated below it).
+    set.note_dispatched_through(10);
+    set.flush_all().unwrap();
+    drop(set);
+    let set = ConsumeQueueSet::open(&root, FILE).unwrap();
+    assert_eq!(set.dispatch_checkpoint(), Some(10));
+}
+
+#[test]
+fn a_damaged_dispatch_checkpoint_is_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("consumequeue");
+    fs::create_dir_all(&root).unwrap();
+    for bytes in [&b"short"[..], &[1u8; 12][..]] {
+        fs::write(root.join(DISPATCH_CHECKPOINT_FILE), bytes).unwrap();
+        let set = ConsumeQueueSet::open(&root, FILE).unwrap();
+        assert_eq!(set.dispatch_checkpoint(), None);
+    }
+}

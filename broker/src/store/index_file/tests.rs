@@ -127,3 +127,67 @@ fn rejects_files_of_the_wrong_size_and_bad_config() {
     )
     .is_err());
 }
+
+#[test]
+fn records_without_keys_advance_the_end_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let idx = KeyIndex::open(dir.path(), small()).unwrap();
+        idx.index_message("T", None, None, 48, T0).unwrap();
+        assert_eq!(idx.last_physical_offset(), 48);
+        idx.index_message("T", None, Some("U1"), 248, T0).unwrap();
+        idx.index_message("T", Some(""), None, 448, T0).unwrap();
+        assert_eq!(idx.last_physical_offset(), 448);
+        idx.flush().unwrap();
+    }
+    let idx = KeyIndex::open(dir.path(), small()).unwrap();
+    assert_eq!(idx.last_physical_offset(), 448);
+    let r = idx.query("T", "U1", 10, 0, i64::MAX).unwrap();
+    assert_eq!(r.physical_offsets, vec![248]);
+}
+
+#[test]
+fn entries_counted_but_never_written_are_dropped_and_their_chains_repaired() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = IndexConfig {
+        hash_slots: 2,
+        max_entries: 100,
+    };
+    {
+        let idx = KeyIndex::open(dir.path(), cfg).unwrap();
+        for i in 0..8i64 {
+            idx.put_key("T", &format!("k{i}"), 48 + i * 100, T0)
+                .unwrap();
+        }
+        idx.flush().unwrap();
+    }
+    // Crash: the header (count 9) reached the disk, the last three entries did not.
+    let path = fs::read_dir(dir.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let f = OpenOptions::new().write(true).open(&path).unwrap();
+    let entries = INDEX_HEADER_LEN + u64::from(cfg.hash_slots) * HASH_SLOT_LEN;
+    for n in 6..9u64 {
+        std::os::unix::fs::FileExt::write_all_at(&f, &[0u8; 20], entries + n * INDEX_ENTRY_LEN)
+            .unwrap();
+    }
+    drop(f);
+    let idx = KeyIndex::open(dir.path(), cfg).unwrap();
+    // Entries 1..=5 (k0..k4) are kept; the end offset is k4's, so k5.. are re-indexed.
+    assert_eq!(idx.last_physical_offset(), 48 + 400);
+    for i in 0..5i64 {
+        let r = idx.query("T", &format!("k{i}"), 10, 0, i64::MAX).unwrap();
+        assert_eq!(r.physical_offsets, vec![48 + i * 100], "k{i}");
+    }
+    for i in 5..8i64 {
+        idx.put_key("T", &format!("k{i}"), 48 + i * 100, T0)
+            .unwrap();
+    }
+    for i in 0..8i64 {
+        let r = idx.query("T", &format!("k{i}"), 10, 0, i64::MAX).unwrap();
+        assert_eq!(r.physical_offsets, vec![48 + i * 100], "k{i}");
+    }
+}
