@@ -527,6 +527,10 @@ impl KeyIndex {
             if !f.is_full() {
                 return Ok(f);
             }
+            // Only the newest file is flushed periodically and only its end offset tells the
+            // dispatcher where to resume: the full one must be durable before it stops being
+            // the newest.
+            f.map.flush().map_err(StoreError::io(&f.path))?;
         }
         fs::create_dir_all(&self.dir).map_err(StoreError::io(&self.dir))?;
         let mut ms = now_ms;
