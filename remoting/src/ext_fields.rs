@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use crate::header::scan;
 
@@ -53,41 +54,202 @@ const COMPACT_MIN_GARBAGE: usize = 1024;
 /// The "custom header" map: sorted by key, so encoding is deterministic and matches Java's
 /// fastjson key order for the golden vectors. Method names follow `BTreeMap` (`get`,
 /// `insert`, `remove`, `contains_key`, `iter`, `len`, `is_empty`), with `&str` views.
+///
+/// Cloning is a reference-count bump (the text and index are shared, copied on the first
+/// change of a shared map): a request built once and sent many times costs no copy.
 #[derive(Clone, Default)]
 pub struct ExtFields {
+    /// `None` for an empty map that never held anything (no allocation).
+    inner: Option<Arc<Inner>>,
+}
+
+/// The map itself: one text buffer and the sorted index into it.
+#[derive(Clone, Default)]
+struct Inner {
     text: String,
     entries: Vec<Entry>,
     /// Bytes of `text` that entries refer to; the rest is garbage.
     live: usize,
 }
 
+/// What an empty map reads from.
+static EMPTY: Inner = Inner::new();
+
 impl ExtFields {
     /// An empty map (no allocation).
     pub const fn new() -> ExtFields {
-        ExtFields {
-            text: String::new(),
-            entries: Vec::new(),
-            live: 0,
-        }
+        ExtFields { inner: None }
+    }
+
+    fn inner(&self) -> &Inner {
+        self.inner.as_deref().unwrap_or(&EMPTY)
+    }
+
+    /// The map to change: allocated on first use, copied first if shared with a clone.
+    fn inner_mut(&mut self) -> &mut Inner {
+        Arc::make_mut(self.inner.get_or_insert_with(Default::default))
     }
 
     /// An empty map with room for `entries` entries holding `text_bytes` bytes of keys and
     /// values in total.
     pub fn with_capacity(entries: usize, text_bytes: usize) -> ExtFields {
         ExtFields {
-            text: String::with_capacity(text_bytes),
-            entries: Vec::with_capacity(entries),
-            live: 0,
+            inner: Some(Arc::new(Inner::with_capacity(entries, text_bytes))),
         }
     }
 
     /// An empty map whose text buffer starts as `text` (crate-internal): a decoder copies
     /// the whole header once and adds entries by [`ExtFields::set_spans`] pointing into it.
     pub(crate) fn over_text(text: &str, entries: usize) -> ExtFields {
+        ExtFields {
+            inner: Some(Arc::new(Inner::over_text(text, entries))),
+        }
+    }
+
+    /// Appends `s` to the text buffer (for text that is not already in it, e.g. unescaped).
+    pub(crate) fn push_text(&mut self, s: &str) -> Span {
+        self.inner_mut().push_text(s)
+    }
+
+    /// Appends what `write` pushes onto the text buffer; on `None` the buffer is restored.
+    pub(crate) fn push_text_with(
+        &mut self,
+        write: impl FnOnce(&mut String) -> Option<()>,
+    ) -> Option<Span> {
+        self.inner_mut().push_text_with(write)
+    }
+
+    /// The text at `span` of the text buffer.
+    pub(crate) fn span_text(&self, span: Span) -> &str {
+        self.inner().span_text(span)
+    }
+
+    /// Sets the key at `key` to the value at `value`, both spans of the text buffer.
+    /// `escape` must be true if either holds a byte JSON escapes (see `Entry::escape`).
+    pub(crate) fn set_spans(&mut self, key: Span, value: Span, escape: bool) {
+        self.inner_mut().set_spans(key, value, escape)
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.inner().entries.len()
+    }
+
+    /// True when there is no entry.
+    pub fn is_empty(&self) -> bool {
+        self.inner().entries.is_empty()
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.inner().get(key)
+    }
+
+    /// True when `key` has a value.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.inner().search(key).is_ok()
+    }
+
+    /// Sets `key` to `value` (replacing any previous value) without allocating per entry.
+    /// Returns true if the key was already present.
+    pub fn set(&mut self, key: &str, value: &str) -> bool {
+        if self.inner().get(key) == Some(value) {
+            return true;
+        }
+        self.inner_mut().set(key, value)
+    }
+
+    /// Inserts `key -> value`; returns the previous value of `key`, like `BTreeMap::insert`.
+    pub fn insert(&mut self, key: String, value: String) -> Option<String> {
+        let old = self.get(&key).map(str::to_owned);
+        self.set(&key, &value);
+        old
+    }
+
+    /// Removes `key`; returns its value, like `BTreeMap::remove`.
+    pub fn remove(&mut self, key: &str) -> Option<String> {
+        self.inner().search(key).ok()?;
+        self.inner_mut().remove(key)
+    }
+
+    /// Removes every entry (keeps the allocations unless shared).
+    pub fn clear(&mut self) {
+        match &mut self.inner {
+            Some(a) => match Arc::get_mut(a) {
+                Some(inner) => inner.clear(),
+                None => self.inner = None,
+            },
+            None => {}
+        }
+    }
+
+    /// Keeps only the entries for which `keep(key, value)` is true.
+    pub fn retain(&mut self, keep: impl FnMut(&str, &str) -> bool) {
+        if self.is_empty() {
+            return;
+        }
+        self.inner_mut().retain(keep)
+    }
+
+    /// Entries in key order with their "needs JSON escaping" flag (for the JSON encoder).
+    pub(crate) fn iter_with_escape(&self) -> impl Iterator<Item = (&str, &str, bool)> + '_ {
+        self.inner().iter_with_escape()
+    }
+
+    /// Total bytes of keys and values.
+    pub(crate) fn text_len(&self) -> usize {
+        self.inner().live
+    }
+
+    /// Entries in key order.
+    pub fn iter(&self) -> Iter<'_> {
+        let map = self.inner();
+        Iter {
+            map,
+            inner: map.entries.iter(),
+        }
+    }
+
+    /// Keys in order.
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator + '_ {
+        self.iter().map(|(k, _)| k)
+    }
+
+    /// Values in key order.
+    pub fn values(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator + '_ {
+        self.iter().map(|(_, v)| v)
+    }
+
+    /// A copy as a `BTreeMap` (for code that needs an owned standard map).
+    pub fn to_btree_map(&self) -> BTreeMap<String, String> {
+        self.iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    }
+}
+
+impl Inner {
+    const fn new() -> Inner {
+        Inner {
+            text: String::new(),
+            entries: Vec::new(),
+            live: 0,
+        }
+    }
+
+    fn with_capacity(entries: usize, text_bytes: usize) -> Inner {
+        Inner {
+            text: String::with_capacity(text_bytes),
+            entries: Vec::with_capacity(entries),
+            live: 0,
+        }
+    }
+
+    fn over_text(text: &str, entries: usize) -> Inner {
         // Room for a few unescaped strings appended later without a reallocation.
         let mut buf = String::with_capacity(text.len() + (text.len() / 4).max(64));
         buf.push_str(text);
-        ExtFields {
+        Inner {
             text: buf,
             entries: Vec::with_capacity(entries),
             live: 0,
@@ -95,7 +257,7 @@ impl ExtFields {
     }
 
     /// Appends `s` to the text buffer (for text that is not already in it, e.g. unescaped).
-    pub(crate) fn push_text(&mut self, s: &str) -> Span {
+    fn push_text(&mut self, s: &str) -> Span {
         let start = self.text.len();
         self.text.push_str(s);
         (start, self.text.len())
@@ -110,10 +272,7 @@ impl ExtFields {
     }
 
     /// Appends what `write` pushes onto the text buffer; on `None` the buffer is restored.
-    pub(crate) fn push_text_with(
-        &mut self,
-        write: impl FnOnce(&mut String) -> Option<()>,
-    ) -> Option<Span> {
+    fn push_text_with(&mut self, write: impl FnOnce(&mut String) -> Option<()>) -> Option<Span> {
         let start = self.text.len();
         if write(&mut self.text).is_none() {
             self.text.truncate(start);
@@ -123,13 +282,13 @@ impl ExtFields {
     }
 
     /// The text at `span` of the text buffer.
-    pub(crate) fn span_text(&self, span: Span) -> &str {
+    fn span_text(&self, span: Span) -> &str {
         self.slice(span.0, span.1)
     }
 
     /// Sets the key at `key` to the value at `value`, both spans of the text buffer.
     /// `escape` must be true if either holds a byte JSON escapes (see `Entry::escape`).
-    pub(crate) fn set_spans(&mut self, key: Span, value: Span, escape: bool) {
+    fn set_spans(&mut self, key: Span, value: Span, escape: bool) {
         let e = Entry { key, value, escape };
         let k = self.text.as_bytes().get(key.0..key.1).unwrap_or_default();
         match self.search_bytes(k) {
@@ -144,16 +303,6 @@ impl ExtFields {
                 self.insert_entry(i, e);
             }
         }
-    }
-
-    /// Number of entries.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// True when there is no entry.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 
     fn slice(&self, from: usize, to: usize) -> &str {
@@ -198,19 +347,14 @@ impl ExtFields {
     }
 
     /// The value of `key`.
-    pub fn get(&self, key: &str) -> Option<&str> {
+    fn get(&self, key: &str) -> Option<&str> {
         let i = self.search(key).ok()?;
         Some(self.value_of(&self.entries[i]))
     }
 
-    /// True when `key` has a value.
-    pub fn contains_key(&self, key: &str) -> bool {
-        self.search(key).is_ok()
-    }
-
     /// Sets `key` to `value` (replacing any previous value) without allocating per entry.
     /// Returns true if the key was already present.
-    pub fn set(&mut self, key: &str, value: &str) -> bool {
+    fn set(&mut self, key: &str, value: &str) -> bool {
         let found = self.search(key);
         if let Ok(i) = found {
             if self.value_of(&self.entries[i]) == value {
@@ -241,15 +385,8 @@ impl ExtFields {
         }
     }
 
-    /// Inserts `key -> value`; returns the previous value of `key`, like `BTreeMap::insert`.
-    pub fn insert(&mut self, key: String, value: String) -> Option<String> {
-        let old = self.get(&key).map(str::to_owned);
-        self.set(&key, &value);
-        old
-    }
-
     /// Removes `key`; returns its value, like `BTreeMap::remove`.
-    pub fn remove(&mut self, key: &str) -> Option<String> {
+    fn remove(&mut self, key: &str) -> Option<String> {
         let i = self.search(key).ok()?;
         let e = self.entries.remove(i);
         let value = self.value_of(&e).to_owned();
@@ -263,14 +400,14 @@ impl ExtFields {
     }
 
     /// Removes every entry (keeps the allocations).
-    pub fn clear(&mut self) {
+    fn clear(&mut self) {
         self.entries.clear();
         self.text.clear();
         self.live = 0;
     }
 
     /// Keeps only the entries for which `keep(key, value)` is true.
-    pub fn retain(&mut self, mut keep: impl FnMut(&str, &str) -> bool) {
+    fn retain(&mut self, mut keep: impl FnMut(&str, &str) -> bool) {
         let mut entries = std::mem::take(&mut self.entries);
         entries.retain(|e| {
             let k = keep(self.key_of(e), self.value_of(e));
@@ -304,47 +441,17 @@ impl ExtFields {
     }
 
     /// Entries in key order with their "needs JSON escaping" flag (for the JSON encoder).
-    pub(crate) fn iter_with_escape(&self) -> impl Iterator<Item = (&str, &str, bool)> + '_ {
+    fn iter_with_escape(&self) -> impl Iterator<Item = (&str, &str, bool)> + '_ {
         self.entries
             .iter()
             .map(|e| (self.key_of(e), self.value_of(e), e.escape))
-    }
-
-    /// Total bytes of keys and values.
-    pub(crate) fn text_len(&self) -> usize {
-        self.live
-    }
-
-    /// Entries in key order.
-    pub fn iter(&self) -> Iter<'_> {
-        Iter {
-            map: self,
-            inner: self.entries.iter(),
-        }
-    }
-
-    /// Keys in order.
-    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator + '_ {
-        self.iter().map(|(k, _)| k)
-    }
-
-    /// Values in key order.
-    pub fn values(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator + '_ {
-        self.iter().map(|(_, v)| v)
-    }
-
-    /// A copy as a `BTreeMap` (for code that needs an owned standard map).
-    pub fn to_btree_map(&self) -> BTreeMap<String, String> {
-        self.iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect()
     }
 }
 
 /// Iterator over `(key, value)` in key order.
 #[derive(Clone)]
 pub struct Iter<'a> {
-    map: &'a ExtFields,
+    map: &'a Inner,
     inner: std::slice::Iter<'a, Entry>,
 }
 
@@ -517,7 +624,7 @@ mod tests {
             // Garbage never outgrows the live text by much.
             let live: usize = map.iter().map(|(k, v)| k.len() + v.len()).sum();
             assert_eq!(map.text_len(), live);
-            assert!(map.text.len() <= 2 * live + 2 * COMPACT_MIN_GARBAGE + 64);
+            assert!(map.inner().text.len() <= 2 * live + 2 * COMPACT_MIN_GARBAGE + 64);
             for (k, v, escape) in map.iter_with_escape() {
                 assert_eq!(
                     escape,
@@ -556,5 +663,19 @@ mod tests {
         a.clear();
         assert!(a.is_empty());
         assert_eq!(a, ExtFields::new());
+    }
+
+    #[test]
+    fn a_clone_shares_the_map_until_one_side_changes() {
+        let a: ExtFields = [("k", "v"), ("x", "1")].into_iter().collect();
+        let mut b = a.clone();
+        assert!(std::ptr::eq(a.inner(), b.inner()));
+        b.set("k", "w");
+        assert_eq!(a.get("k"), Some("v"));
+        assert_eq!(b.get("k"), Some("w"));
+        let mut c = a.clone();
+        c.clear();
+        assert!(c.is_empty());
+        assert_eq!(a.len(), 2);
     }
 }
