@@ -174,12 +174,11 @@ impl ExtFields {
 
     /// Removes every entry (keeps the allocations unless shared).
     pub fn clear(&mut self) {
-        match &mut self.inner {
-            Some(a) => match Arc::get_mut(a) {
+        if let Some(a) = &mut self.inner {
+            match Arc::get_mut(a) {
                 Some(inner) => inner.clear(),
                 None => self.inner = None,
-            },
-            None => {}
+            }
         }
     }
 
