@@ -295,12 +295,12 @@ impl ConnectionHandle {
         request.set_opaque(opaque);
         request.set_flag(request.flag() & !(FLAG_RESPONSE | FLAG_ONEWAY));
         let max = self.shared.config.max_inflight_requests;
-        let Some(rx) = self.shared.waiters.register(opaque, deadline, max) else {
+        if !self.shared.waiters.register(opaque, deadline, max) {
             return Err(RemotingError::TooManyInflight {
                 addr: self.shared.remote,
                 max,
             });
-        };
+        }
         let mut guard = PendingGuard {
             shared: &self.shared,
             opaque,
@@ -314,13 +314,13 @@ impl ConnectionHandle {
         self.push(&request, Some(deadline), timeout).await?;
         drop(request);
         // No timer here: the connection's sweeper drops the waiter at its deadline.
-        match rx.await {
-            Ok(resp) => {
+        match self.shared.waiters.wait(opaque).await {
+            Some(resp) => {
                 guard.armed = false;
                 Ok(resp)
             }
-            Err(_) if Instant::now() >= deadline => Err(self.timeout_error(timeout)),
-            Err(_) => Err(self.closed_error()),
+            None if Instant::now() >= deadline => Err(self.timeout_error(timeout)),
+            None => Err(self.closed_error()),
         }
     }
 

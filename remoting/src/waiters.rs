@@ -6,21 +6,39 @@
 //! the waiter is inserted with. The sweeper sleeps until the earliest deadline it knows of
 //! (requests usually share one timeout, so later inserts never move it) and only then scans.
 //!
+//! Why no channel per request: the response is parked in the waiter's own map entry and the
+//! caller's task woken, so a request costs no allocation here (the map keeps its capacity).
+//!
 //! Owns: the waiters, the in-flight cap and the sweeper's wake-up time. A caller whose waiter
-//! is dropped (deadline passed, connection closed) sees its receiver fail and tells the two
+//! is dropped (deadline passed, connection closed) is woken, finds no entry and tells the two
 //! apart by the clock.
 
 use std::sync::{Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::command::RemotingCommand;
 use crate::connection::LocalKeyMap;
 
+/// Where one request stands.
+enum Slot {
+    /// No response yet; the task to wake when it comes (none before the first poll).
+    Waiting(Option<Waker>),
+    /// The response, until its caller takes it.
+    Done(RemotingCommand),
+}
+
 struct Waiter {
-    tx: oneshot::Sender<RemotingCommand>,
+    slot: Slot,
     deadline: Instant,
+}
+
+fn wake_all(wakers: Vec<Waker>) {
+    for w in wakers {
+        w.wake();
+    }
 }
 
 #[derive(Default)]
@@ -50,19 +68,20 @@ impl Waiters {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Registers a waiter for `opaque` unless `max` are outstanding already (then `None`).
-    pub(crate) fn register(
-        &self,
-        opaque: i32,
-        deadline: Instant,
-        max: usize,
-    ) -> Option<oneshot::Receiver<RemotingCommand>> {
-        let (tx, rx) = oneshot::channel();
+    /// Registers a waiter for `opaque` unless `max` are outstanding already (then false).
+    /// Its response is awaited with [`Waiters::wait`].
+    pub(crate) fn register(&self, opaque: i32, deadline: Instant, max: usize) -> bool {
         let mut st = self.lock();
         if st.by_opaque.len() >= max {
-            return None;
+            return false;
         }
-        st.by_opaque.insert(opaque, Waiter { tx, deadline });
+        st.by_opaque.insert(
+            opaque,
+            Waiter {
+                slot: Slot::Waiting(None),
+                deadline,
+            },
+        );
         let rearm = match st.sweep_at {
             Some(at) => deadline < at,
             None => true,
@@ -74,20 +93,52 @@ impl Waiters {
         if rearm {
             self.rearm.notify_one();
         }
-        Some(rx)
+        true
     }
 
-    /// Hands `response` to its waiter; gives it back if none waits for its opaque.
-    pub(crate) fn complete(&self, response: RemotingCommand) -> Option<RemotingCommand> {
-        let waiter = self.lock().by_opaque.remove(&response.opaque());
-        match waiter {
-            // The caller may have gone meanwhile; nothing to do then.
-            Some(w) => {
-                let _ = w.tx.send(response);
-                None
+    /// The response to the registered `opaque`; `None` if its waiter was dropped (deadline
+    /// passed, connection closed) or never registered.
+    pub(crate) async fn wait(&self, opaque: i32) -> Option<RemotingCommand> {
+        std::future::poll_fn(|cx| self.poll_wait(opaque, cx)).await
+    }
+
+    fn poll_wait(&self, opaque: i32, cx: &mut Context<'_>) -> Poll<Option<RemotingCommand>> {
+        let mut st = self.lock();
+        let Some(w) = st.by_opaque.get_mut(&opaque) else {
+            return Poll::Ready(None);
+        };
+        match &mut w.slot {
+            Slot::Waiting(waker) => {
+                match waker {
+                    Some(k) if k.will_wake(cx.waker()) => {}
+                    _ => *waker = Some(cx.waker().clone()),
+                }
+                Poll::Pending
             }
-            None => Some(response),
+            Slot::Done(_) => match st.by_opaque.remove(&opaque).map(|w| w.slot) {
+                Some(Slot::Done(response)) => Poll::Ready(Some(response)),
+                _ => Poll::Ready(None),
+            },
         }
+    }
+
+    /// Hands `response` to its waiter; gives it back if none waits for its opaque (or it was
+    /// answered already).
+    pub(crate) fn complete(&self, response: RemotingCommand) -> Option<RemotingCommand> {
+        let mut st = self.lock();
+        let Some(w) = st.by_opaque.get_mut(&response.opaque()) else {
+            return Some(response);
+        };
+        let Slot::Waiting(waker) = &mut w.slot else {
+            return Some(response);
+        };
+        let waker = waker.take();
+        w.slot = Slot::Done(response);
+        drop(st);
+        if let Some(k) = waker {
+            k.wake();
+        }
+        None
     }
 
     /// Forgets the waiter of `opaque` (its caller gave up).
@@ -95,9 +146,18 @@ impl Waiters {
         self.lock().by_opaque.remove(&opaque);
     }
 
-    /// Drops every waiter (the connection closed).
+    /// Drops every waiter (the connection closed) and wakes their callers.
     pub(crate) fn clear(&self) {
-        self.lock().by_opaque.clear();
+        let wakers: Vec<Waker> = self
+            .lock()
+            .by_opaque
+            .drain()
+            .filter_map(|(_, w)| match w.slot {
+                Slot::Waiting(k) => k,
+                Slot::Done(_) => None,
+            })
+            .collect();
+        wake_all(wakers);
     }
 
     /// Requests still waiting.
@@ -131,9 +191,24 @@ impl Waiters {
                 }
             }
             let now = Instant::now();
+            let mut wakers = Vec::new();
             let mut st = self.lock();
-            st.by_opaque.retain(|_, w| w.deadline > now);
-            st.sweep_at = st.by_opaque.values().map(|w| w.deadline).min();
+            // Answered ones stay until their caller takes the response.
+            st.by_opaque.retain(|_, w| match &mut w.slot {
+                Slot::Waiting(k) if w.deadline <= now => {
+                    wakers.extend(k.take());
+                    false
+                }
+                _ => true,
+            });
+            st.sweep_at = st
+                .by_opaque
+                .values()
+                .filter(|w| matches!(w.slot, Slot::Waiting(_)))
+                .map(|w| w.deadline)
+                .min();
+            drop(st);
+            wake_all(wakers);
         }
     }
 }
@@ -154,20 +229,43 @@ mod tests {
             tokio::spawn(async move { w.sweep().await })
         };
         let far = Instant::now() + Duration::from_secs(60);
-        let answered = waiters.register(1, far, 2).unwrap();
-        let near = waiters
-            .register(2, Instant::now() + Duration::from_millis(30), 2)
-            .unwrap();
-        assert!(waiters.register(3, far, 2).is_none(), "cap of 2");
+        assert!(waiters.register(1, far, 2));
+        assert!(waiters.register(2, Instant::now() + Duration::from_millis(30), 2));
+        assert!(!waiters.register(3, far, 2), "cap of 2");
         let response = RemotingCommand::response(ResponseCode::SUCCESS, "").with_opaque(1);
         assert!(waiters.complete(response).is_none());
-        assert_eq!(answered.await.unwrap().opaque(), 1);
+        let again = RemotingCommand::response(ResponseCode::SUCCESS, "").with_opaque(1);
+        assert!(waiters.complete(again).is_some(), "answered once");
+        assert_eq!(waiters.wait(1).await.unwrap().opaque(), 1);
         let started = Instant::now();
-        assert!(near.await.is_err(), "dropped at its deadline");
+        assert!(waiters.wait(2).await.is_none(), "dropped at its deadline");
         assert!(started.elapsed() >= Duration::from_millis(20));
         assert_eq!(waiters.len(), 0);
         let stray = RemotingCommand::response(ResponseCode::SUCCESS, "").with_opaque(9);
         assert!(waiters.complete(stray).is_some(), "nobody waits for 9");
         sweeper.abort();
+    }
+
+    #[tokio::test]
+    async fn a_waiting_caller_is_woken_by_its_response_or_by_clear() {
+        let waiters = Arc::new(Waiters::new());
+        let far = Instant::now() + Duration::from_secs(60);
+        assert!(waiters.register(5, far, 8));
+        assert!(waiters.register(6, far, 8));
+        let answered = tokio::spawn({
+            let w = waiters.clone();
+            async move { w.wait(5).await }
+        });
+        let cleared = tokio::spawn({
+            let w = waiters.clone();
+            async move { w.wait(6).await }
+        });
+        tokio::task::yield_now().await;
+        let response = RemotingCommand::response(ResponseCode::SUCCESS, "").with_opaque(5);
+        assert!(waiters.complete(response).is_none());
+        assert_eq!(answered.await.unwrap().unwrap().opaque(), 5);
+        waiters.clear();
+        assert!(cleared.await.unwrap().is_none());
+        assert_eq!(waiters.len(), 0);
     }
 }
