@@ -60,12 +60,13 @@ const COMPACT_MIN_GARBAGE: usize = 1024;
 #[derive(Clone, Default)]
 pub struct ExtFields {
     /// `None` for an empty map that never held anything (no allocation).
-    inner: Option<Arc<Inner>>,
+    inner: Option<Arc<ExtFieldsBuf>>,
 }
 
-/// The map itself: one text buffer and the sorted index into it.
+/// The map itself: one text buffer and the sorted index into it. Decoders build one
+/// directly (no sharing check per entry) and turn it into an [`ExtFields`] at the end.
 #[derive(Clone, Default)]
-struct Inner {
+pub(crate) struct ExtFieldsBuf {
     text: String,
     entries: Vec<Entry>,
     /// Bytes of `text` that entries refer to; the rest is garbage.
@@ -73,7 +74,7 @@ struct Inner {
 }
 
 /// What an empty map reads from.
-static EMPTY: Inner = Inner::new();
+static EMPTY: ExtFieldsBuf = ExtFieldsBuf::new();
 
 impl ExtFields {
     /// An empty map (no allocation).
@@ -81,12 +82,12 @@ impl ExtFields {
         ExtFields { inner: None }
     }
 
-    fn inner(&self) -> &Inner {
+    fn inner(&self) -> &ExtFieldsBuf {
         self.inner.as_deref().unwrap_or(&EMPTY)
     }
 
     /// The map to change: allocated on first use, copied first if shared with a clone.
-    fn inner_mut(&mut self) -> &mut Inner {
+    fn inner_mut(&mut self) -> &mut ExtFieldsBuf {
         Arc::make_mut(self.inner.get_or_insert_with(Default::default))
     }
 
@@ -94,40 +95,8 @@ impl ExtFields {
     /// values in total.
     pub fn with_capacity(entries: usize, text_bytes: usize) -> ExtFields {
         ExtFields {
-            inner: Some(Arc::new(Inner::with_capacity(entries, text_bytes))),
+            inner: Some(Arc::new(ExtFieldsBuf::with_capacity(entries, text_bytes))),
         }
-    }
-
-    /// An empty map whose text buffer starts as `text` (crate-internal): a decoder copies
-    /// the whole header once and adds entries by [`ExtFields::set_spans`] pointing into it.
-    pub(crate) fn over_text(text: &str, entries: usize) -> ExtFields {
-        ExtFields {
-            inner: Some(Arc::new(Inner::over_text(text, entries))),
-        }
-    }
-
-    /// Appends `s` to the text buffer (for text that is not already in it, e.g. unescaped).
-    pub(crate) fn push_text(&mut self, s: &str) -> Span {
-        self.inner_mut().push_text(s)
-    }
-
-    /// Appends what `write` pushes onto the text buffer; on `None` the buffer is restored.
-    pub(crate) fn push_text_with(
-        &mut self,
-        write: impl FnOnce(&mut String) -> Option<()>,
-    ) -> Option<Span> {
-        self.inner_mut().push_text_with(write)
-    }
-
-    /// The text at `span` of the text buffer.
-    pub(crate) fn span_text(&self, span: Span) -> &str {
-        self.inner().span_text(span)
-    }
-
-    /// Sets the key at `key` to the value at `value`, both spans of the text buffer.
-    /// `escape` must be true if either holds a byte JSON escapes (see `Entry::escape`).
-    pub(crate) fn set_spans(&mut self, key: Span, value: Span, escape: bool) {
-        self.inner_mut().set_spans(key, value, escape)
     }
 
     /// Number of entries.
@@ -227,28 +196,43 @@ impl ExtFields {
     }
 }
 
-impl Inner {
-    const fn new() -> Inner {
-        Inner {
+impl From<ExtFieldsBuf> for ExtFields {
+    fn from(buf: ExtFieldsBuf) -> ExtFields {
+        ExtFields {
+            inner: (!buf.entries.is_empty()).then(|| Arc::new(buf)),
+        }
+    }
+}
+
+impl ExtFieldsBuf {
+    pub(crate) const fn new() -> ExtFieldsBuf {
+        ExtFieldsBuf {
             text: String::new(),
             entries: Vec::new(),
             live: 0,
         }
     }
 
-    fn with_capacity(entries: usize, text_bytes: usize) -> Inner {
-        Inner {
+    pub(crate) fn with_capacity(entries: usize, text_bytes: usize) -> ExtFieldsBuf {
+        ExtFieldsBuf {
             text: String::with_capacity(text_bytes),
             entries: Vec::with_capacity(entries),
             live: 0,
         }
     }
 
-    fn over_text(text: &str, entries: usize) -> Inner {
+    /// True when there is no entry.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// An empty map whose text buffer starts as `text`: a decoder copies the whole header
+    /// once and adds entries by [`ExtFieldsBuf::set_spans`] pointing into it.
+    pub(crate) fn over_text(text: &str, entries: usize) -> ExtFieldsBuf {
         // Room for a few unescaped strings appended later without a reallocation.
         let mut buf = String::with_capacity(text.len() + (text.len() / 4).max(64));
         buf.push_str(text);
-        Inner {
+        ExtFieldsBuf {
             text: buf,
             entries: Vec::with_capacity(entries),
             live: 0,
@@ -256,7 +240,7 @@ impl Inner {
     }
 
     /// Appends `s` to the text buffer (for text that is not already in it, e.g. unescaped).
-    fn push_text(&mut self, s: &str) -> Span {
+    pub(crate) fn push_text(&mut self, s: &str) -> Span {
         let start = self.text.len();
         self.text.push_str(s);
         (start, self.text.len())
@@ -271,7 +255,10 @@ impl Inner {
     }
 
     /// Appends what `write` pushes onto the text buffer; on `None` the buffer is restored.
-    fn push_text_with(&mut self, write: impl FnOnce(&mut String) -> Option<()>) -> Option<Span> {
+    pub(crate) fn push_text_with(
+        &mut self,
+        write: impl FnOnce(&mut String) -> Option<()>,
+    ) -> Option<Span> {
         let start = self.text.len();
         if write(&mut self.text).is_none() {
             self.text.truncate(start);
@@ -281,13 +268,13 @@ impl Inner {
     }
 
     /// The text at `span` of the text buffer.
-    fn span_text(&self, span: Span) -> &str {
+    pub(crate) fn span_text(&self, span: Span) -> &str {
         self.slice(span.0, span.1)
     }
 
     /// Sets the key at `key` to the value at `value`, both spans of the text buffer.
     /// `escape` must be true if either holds a byte JSON escapes (see `Entry::escape`).
-    fn set_spans(&mut self, key: Span, value: Span, escape: bool) {
+    pub(crate) fn set_spans(&mut self, key: Span, value: Span, escape: bool) {
         let e = Entry { key, value, escape };
         let k = self.text.as_bytes().get(key.0..key.1).unwrap_or_default();
         match self.search_bytes(k) {
@@ -353,7 +340,7 @@ impl Inner {
 
     /// Sets `key` to `value` (replacing any previous value) without allocating per entry.
     /// Returns true if the key was already present.
-    fn set(&mut self, key: &str, value: &str) -> bool {
+    pub(crate) fn set(&mut self, key: &str, value: &str) -> bool {
         let found = self.search(key);
         if let Ok(i) = found {
             if self.value_of(&self.entries[i]) == value {
@@ -450,7 +437,7 @@ impl Inner {
 /// Iterator over `(key, value)` in key order.
 #[derive(Clone)]
 pub struct Iter<'a> {
-    map: &'a Inner,
+    map: &'a ExtFieldsBuf,
     inner: std::slice::Iter<'a, Entry>,
 }
 

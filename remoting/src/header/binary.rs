@@ -12,6 +12,7 @@ use bytes::{BufMut, BytesMut};
 use crate::code::LanguageCode;
 use crate::command::{ExtFields, RemotingCommand};
 use crate::error::WireHeaderError;
+use crate::ext_fields::ExtFieldsBuf;
 use crate::header::scan;
 
 /// Size of the fixed part (remark and ext lengths included).
@@ -98,7 +99,7 @@ impl<'a> Reader<'a> {
 /// Reads the map area when it is valid UTF-8 as a whole. A key or value is valid UTF-8 exactly
 /// when its ends fall on char boundaries of `text`.
 fn ext_fields_over(text: &str) -> Result<ExtFields, WireHeaderError> {
-    let mut ext = ExtFields::over_text(text, text.len() / 12 + 1);
+    let mut ext = ExtFieldsBuf::over_text(text, text.len() / 12 + 1);
     let mut map = Reader {
         buf: text.as_bytes(),
         pos: 0,
@@ -126,13 +127,13 @@ fn ext_fields_over(text: &str) -> Result<ExtFields, WireHeaderError> {
             ext.set_spans(key, value, key_escape || value_escape);
         }
     }
-    Ok(ext)
+    Ok(ext.into())
 }
 
 /// Reads the map area entry by entry, copying keys and values (area not UTF-8 as a whole,
 /// e.g. a length word with a byte >= 0x80, or bad text that must be reported).
 fn ext_fields_copied(area: &[u8]) -> Result<ExtFields, WireHeaderError> {
-    let mut ext = ExtFields::with_capacity(area.len() / 12 + 1, area.len());
+    let mut ext = ExtFieldsBuf::with_capacity(area.len() / 12 + 1, area.len());
     let mut map = Reader { buf: area, pos: 0 };
     while map.remaining() > 0 {
         let klen = map.i16()?;
@@ -145,7 +146,7 @@ fn ext_fields_copied(area: &[u8]) -> Result<ExtFields, WireHeaderError> {
             ext.set(key, value);
         }
     }
-    Ok(ext)
+    Ok(ext.into())
 }
 
 /// Parses a binary header (body empty, serialize type left for the caller to set).

@@ -11,8 +11,8 @@
 use std::borrow::Cow;
 
 use crate::code::LanguageCode;
-use crate::command::{ExtFields, RemotingCommand};
-use crate::ext_fields::Span;
+use crate::command::RemotingCommand;
+use crate::ext_fields::{ExtFieldsBuf, Span};
 use crate::header::scan;
 
 /// Parses the common header shape; `None` means "use the general parser".
@@ -26,7 +26,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Option<RemotingCommand> {
     let mut opaque = 0;
     let mut flag = 0;
     let mut remark = None;
-    let mut ext = ExtFields::new();
+    let mut ext = ExtFieldsBuf::new();
     p.ws();
     p.eat(b'{')?;
     p.ws();
@@ -60,7 +60,13 @@ pub(crate) fn decode(bytes: &[u8]) -> Option<RemotingCommand> {
         return None;
     }
     Some(RemotingCommand::from_parts(
-        code?, language, version, opaque, flag, remark, ext,
+        code?,
+        language,
+        version,
+        opaque,
+        flag,
+        remark,
+        ext.into(),
     ))
 }
 
@@ -285,7 +291,7 @@ impl<'a> Parser<'a> {
     ///
     /// The map's text buffer starts as a copy of the whole header, so keys and values
     /// without escapes (nearly all) are entries pointing into it: no copy per entry.
-    fn ext_fields(&mut self, ext: &mut ExtFields) -> Option<()> {
+    fn ext_fields(&mut self, ext: &mut ExtFieldsBuf) -> Option<()> {
         if self.literal(b"null") {
             return Some(());
         }
@@ -298,7 +304,7 @@ impl<'a> Parser<'a> {
         // `base`: where the header starts in the map's text (a second extFields object in one
         // header adds to the first).
         let base = if ext.is_empty() {
-            *ext = ExtFields::over_text(self.s, 16);
+            *ext = ExtFieldsBuf::over_text(self.s, 16);
             0
         } else {
             ext.push_text(self.s).0
@@ -341,7 +347,7 @@ impl<'a> Parser<'a> {
     /// A string for `ext`: its span in the copy of the header at `base` of `ext`'s text when
     /// it has no escapes, else its unescaped text appended to `ext`. The flag tells whether
     /// the text holds bytes JSON must escape.
-    fn string_span(&mut self, ext: &mut ExtFields, base: usize) -> Option<(Span, bool)> {
+    fn string_span(&mut self, ext: &mut ExtFieldsBuf, base: usize) -> Option<(Span, bool)> {
         self.eat(b'"')?;
         let start = self.i;
         match self.plain_run()? {
