@@ -105,13 +105,7 @@ fn single_member_elects_itself_commits_the_noop_and_then_proposals() {
             Action::CommitAdvanced { index: 0, pos: 48 },
         ]
     );
-    n.handle(
-        1_001,
-        Input::Propose {
-            id: 9,
-            body: Bytes::from_static(b"hello"),
-        },
-    );
+    propose(&mut n, 1_001, 9, b"hello");
     assert_eq!(
         drain(&mut n),
         vec![
@@ -150,13 +144,7 @@ fn candidate_pre_votes_without_persisting_then_votes_after_persisting() {
         assert_eq!(req, &vote_req("n0", to, 1, -1, -1, true));
     }
     assert_eq!(n.term(), 0, "a pre-vote does not change the term");
-    n.handle(
-        1_001,
-        Input::Reply {
-            call: c[0].1,
-            result: Ok(accept("n1", 0)),
-        },
-    );
+    reply_ok(&mut n, 1_001, c[0].1, accept("n1", 0));
     let a = drain(&mut n);
     assert_eq!(
         a[0],
@@ -166,13 +154,7 @@ fn candidate_pre_votes_without_persisting_then_votes_after_persisting() {
     let c = calls(&a[1..]);
     assert_eq!(c.len(), 2);
     assert_eq!(c[1].2, vote_req("n0", "n2", 1, -1, -1, false));
-    n.handle(
-        1_002,
-        Input::Reply {
-            call: c[1].1,
-            result: Ok(accept("n2", 1)),
-        },
-    );
+    reply_ok(&mut n, 1_002, c[1].1, accept("n2", 1));
     let a = drain(&mut n);
     assert_eq!(
         a[0],
@@ -665,57 +647,21 @@ fn follower_refuses_a_blind_truncate_over_entries_it_has_not_seen_committed() {
 /// instead of a COMPARE/TRUNCATE loop every back-off.
 #[test]
 fn a_refused_truncate_at_the_leaders_begin_marks_the_follower_needs_reinstall() {
-    let (mut n, c) = leader3();
-    let compare_n1 = c
-        .iter()
-        .find(|(to, _, r)| to == "n1" && matches!(r, Request::Push(_)))
-        .unwrap()
-        .1;
-    for (i, body) in [&b"a"[..], b"b"].into_iter().enumerate() {
-        n.handle(
-            1_003 + i as u64,
-            Input::Propose {
-                id: i as u64,
-                body: Bytes::from_static(body),
-            },
-        );
-    }
-    let _ = drain(&mut n);
-    n.log_mut().delete_before(2); // the leader now holds index 2 only
-                                  // n1 holds 0..=2 with a different entry 2: COMPARE at 2 fails, nothing lower to compare.
-    let mut diverged = push_ok(0, 1, 2, 1);
-    if let Response::Push(p) = &mut diverged {
-        p.code = DLedgerCode::INCONSISTENT_STATE;
-        p.begin_index = 0;
-    }
-    n.handle(
-        1_010,
-        Input::Reply {
-            call: compare_n1,
-            result: Ok(diverged.clone()),
-        },
-    );
+    let (mut n, compare_n1) = leader3_holding_only_index_2();
+    // n1 holds 0..=2 with a different entry 2: COMPARE at 2 fails, nothing lower to compare.
+    let diverged = push_inconsistent(0, 2, 0);
+    reply_ok(&mut n, 1_010, compare_n1, diverged.clone());
     let c = calls(&drain(&mut n));
-    let (_, call, req) = c
-        .iter()
-        .find(|(to, _, r)| to == "n1" && matches!(r, Request::Push(_)))
-        .unwrap();
-    let Request::Push(p) = req else { panic!() };
+    let (call, p) = push_call_to(&c, "n1");
     assert_eq!((p.push_type, p.first_index()), (PushType::TRUNCATE, 2));
     assert!(!n.needs_reinstall("n1"));
-    n.handle(
-        1_011,
-        Input::Reply {
-            call: *call,
-            result: Ok(diverged),
-        },
-    );
+    reply_ok(&mut n, 1_011, call, diverged);
     assert!(n.needs_reinstall("n1"));
-    let pushes_to_n1 = calls(&drain(&mut n))
-        .into_iter()
-        .filter(|(to, _, r)| to == "n1" && matches!(r, Request::Push(_)))
-        .count();
-    assert_eq!(pushes_to_n1, 0, "no immediate retry");
+    assert_eq!(
+        pushes_to(&drain(&mut n), "n1").len(),
+        0,
+        "no immediate retry"
+    );
 }
 
 /// A 3-node leader elected at term 1 with its no-op at index 0, all calls drained.
@@ -723,53 +669,99 @@ fn leader3() -> (Node<MemLog>, Vec<(String, CallId, Request)>) {
     let mut n = node("n0", 3);
     n.tick(1_000);
     let c = calls(&drain(&mut n));
-    n.handle(
-        1_001,
-        Input::Reply {
-            call: c[0].1,
-            result: Ok(accept("n1", 0)),
-        },
-    );
+    reply_ok(&mut n, 1_001, c[0].1, accept("n1", 0));
     let c = calls(&drain(&mut n));
-    n.handle(
-        1_002,
-        Input::Reply {
-            call: c[0].1,
-            result: Ok(accept("n1", 1)),
-        },
-    );
+    reply_ok(&mut n, 1_002, c[0].1, accept("n1", 1));
     let c = calls(&drain(&mut n));
     assert_eq!(n.role(), Role::Leader);
     (n, c)
 }
 
+/// The first PUSH to `peer` among `c`: its call id and request.
+fn push_call_to<'a>(
+    c: &'a [(String, CallId, Request)],
+    peer: &str,
+) -> (CallId, &'a PushEntryRequest) {
+    c.iter()
+        .find_map(|(to, call, r)| match r {
+            Request::Push(p) if to == peer => Some((*call, p)),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no push to {peer}: {c:?}"))
+}
+
+/// The PUSH calls to `peer` among `actions`.
+fn pushes_to(actions: &[Action], peer: &str) -> Vec<(CallId, PushEntryRequest)> {
+    calls(actions)
+        .into_iter()
+        .filter_map(|(to, call, r)| match r {
+            Request::Push(p) if to == peer => Some((call, p)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The LEADERSHIP_TRANSFER calls among `actions`.
+fn transfer_calls(actions: &[Action]) -> Vec<(String, CallId, Request)> {
+    calls(actions)
+        .into_iter()
+        .filter(|x| matches!(x.2, Request::LeadershipTransfer(_)))
+        .collect()
+}
+
+fn propose(n: &mut Node<MemLog>, now: u64, id: u64, body: &'static [u8]) {
+    n.handle(
+        now,
+        Input::Propose {
+            id,
+            body: Bytes::from_static(body),
+        },
+    );
+}
+
+fn reply_ok(n: &mut Node<MemLog>, now: u64, call: CallId, resp: Response) {
+    n.handle(
+        now,
+        Input::Reply {
+            call,
+            result: Ok(resp),
+        },
+    );
+}
+
+/// `push_ok(..)` answered with INCONSISTENT_STATE and the follower's `begin` index.
+fn push_inconsistent(first: i64, end: i64, begin: i64) -> Response {
+    let mut r = push_ok(first, 1, end, 1);
+    if let Response::Push(p) = &mut r {
+        p.code = DLedgerCode::INCONSISTENT_STATE;
+        p.begin_index = begin;
+    }
+    r
+}
+
+/// [`leader3`] that then appended "a" (1) and "b" (2), proposed at 1_003 and 1_004, and
+/// deleted its log below 2 (retention); returns the COMPARE call still open to n1.
+fn leader3_holding_only_index_2() -> (Node<MemLog>, CallId) {
+    let (mut n, c) = leader3();
+    let (compare_n1, _) = push_call_to(&c, "n1");
+    propose(&mut n, 1_003, 0, b"a");
+    propose(&mut n, 1_004, 1, b"b");
+    let _ = drain(&mut n);
+    n.log_mut().delete_before(2);
+    (n, compare_n1)
+}
+
 #[test]
 fn leader_commits_on_quorum_ack_and_answers_the_proposal() {
     let (mut n, c) = leader3();
-    let compare_n1 = c
-        .iter()
-        .find(|(to, _, r)| to == "n1" && matches!(r, Request::Push(_)))
-        .unwrap()
-        .1;
-    n.handle(
-        1_010,
-        Input::Propose {
-            id: 1,
-            body: Bytes::from_static(b"m"),
-        },
-    );
+    let (compare_n1, _) = push_call_to(&c, "n1");
+    propose(&mut n, 1_010, 1, b"m");
     assert_eq!(
         drain(&mut n),
         vec![],
         "nothing is sent to a follower still in COMPARE"
     );
-    n.handle(
-        1_011,
-        Input::Reply {
-            call: compare_n1,
-            result: Ok(push_ok(0, 1, 0, 1)),
-        },
-    );
+    reply_ok(&mut n, 1_011, compare_n1, push_ok(0, 1, 0, 1));
     let a = drain(&mut n);
     // COMPARE matched -> APPEND the new entry to n1 (batched), commit needs n1's ack of a term-1 entry.
     let c = calls(&a);
@@ -779,13 +771,7 @@ fn leader_commits_on_quorum_ack_and_answers_the_proposal() {
         (p.push_type, p.first_index(), p.count()),
         (PushType::APPEND, 1, 1)
     );
-    n.handle(
-        1_012,
-        Input::Reply {
-            call: c[0].1,
-            result: Ok(push_ok(1, 1, 1, 1)),
-        },
-    );
+    reply_ok(&mut n, 1_012, c[0].1, push_ok(1, 1, 1, 1));
     let a = drain(&mut n);
     assert_eq!(a[0], Action::CommitAdvanced { index: 1, pos: 97 });
     assert_eq!(
@@ -803,38 +789,16 @@ fn leader_commits_on_quorum_ack_and_answers_the_proposal() {
 #[test]
 fn inconsistent_state_sends_the_dispatcher_back_to_compare() {
     let (mut n, c) = leader3();
-    let compare_n1 = c
-        .iter()
-        .find(|(to, _, r)| to == "n1" && matches!(r, Request::Push(_)))
-        .unwrap()
-        .1;
-    n.handle(
-        1_010,
-        Input::Reply {
-            call: compare_n1,
-            result: Ok(push_ok(0, 1, 0, 1)),
-        },
-    );
+    let (compare_n1, _) = push_call_to(&c, "n1");
+    reply_ok(&mut n, 1_010, compare_n1, push_ok(0, 1, 0, 1));
     let _ = drain(&mut n);
-    n.handle(
-        1_011,
-        Input::Propose {
-            id: 1,
-            body: Bytes::from_static(b"m"),
-        },
-    );
+    propose(&mut n, 1_011, 1, b"m");
     let c = calls(&drain(&mut n));
     let mut bad = push_ok(1, 1, 0, 1);
     if let Response::Push(p) = &mut bad {
         p.code = DLedgerCode::INCONSISTENT_STATE;
     }
-    n.handle(
-        1_012,
-        Input::Reply {
-            call: c[0].1,
-            result: Ok(bad),
-        },
-    );
+    reply_ok(&mut n, 1_012, c[0].1, bad);
     let c = calls(&drain(&mut n));
     let Request::Push(p) = &c[0].2 else { panic!() };
     assert_eq!((p.push_type, p.first_index()), (PushType::COMPARE, 1));
@@ -845,44 +809,12 @@ fn inconsistent_state_sends_the_dispatcher_back_to_compare() {
 /// TRUNCATE loop); once it answers from a usable end (reinstalled), appends resume.
 #[test]
 fn a_follower_behind_the_leaders_begin_needs_a_reinstall_and_is_not_looped_on() {
-    let (mut n, c) = leader3();
-    let compare_n1 = c
-        .iter()
-        .find(|(to, _, r)| to == "n1" && matches!(r, Request::Push(_)))
-        .unwrap()
-        .1;
-    for (i, body) in [&b"a"[..], b"b"].into_iter().enumerate() {
-        n.handle(
-            1_003 + i as u64,
-            Input::Propose {
-                id: i as u64,
-                body: Bytes::from_static(body),
-            },
-        );
-    }
-    let _ = drain(&mut n);
-    n.log_mut().delete_before(2); // retention: the leader now holds index 2 only
-    let mut empty = push_ok(0, 1, -1, 1);
-    if let Response::Push(p) = &mut empty {
-        p.code = DLedgerCode::INCONSISTENT_STATE;
-    }
-    n.handle(
-        1_010,
-        Input::Reply {
-            call: compare_n1,
-            result: Ok(empty.clone()),
-        },
-    );
+    let (mut n, compare_n1) = leader3_holding_only_index_2();
+    reply_ok(&mut n, 1_010, compare_n1, push_inconsistent(0, -1, 0));
     assert!(n.needs_reinstall("n1"));
     assert!(!n.needs_reinstall("n2"));
-    let to_n1 = |actions: &[Action]| {
-        calls(actions)
-            .into_iter()
-            .filter(|(to, _, r)| to == "n1" && matches!(r, Request::Push(_)))
-            .collect::<Vec<_>>()
-    };
     assert!(
-        to_n1(&drain(&mut n)).is_empty(),
+        pushes_to(&drain(&mut n), "n1").is_empty(),
         "no TRUNCATE of a deleted range"
     );
     // Tick in half heartbeats (answering heartbeats, so the leader keeps its lease) until
@@ -901,13 +833,7 @@ fn a_follower_behind_the_leaders_begin_needs_a_reinstall_and_is_not_looped_on() 
                         term: 1,
                         ..Common::default()
                     };
-                    n.handle(
-                        now,
-                        Input::Reply {
-                            call,
-                            result: Ok(Response::HeartBeat(ok)),
-                        },
-                    );
+                    reply_ok(&mut n, now, call, Response::HeartBeat(ok));
                 }
                 Request::Push(p) if to == "n1" => pushes.push((call, p)),
                 _ => {}
@@ -941,13 +867,7 @@ fn proposals_beyond_the_pending_window_are_busy_and_step_down_fails_the_rest() {
     let (mut n, _) = leader3();
     n.cfg.max_pending_requests = 2;
     for id in 0..3 {
-        n.handle(
-            1_010,
-            Input::Propose {
-                id,
-                body: Bytes::from_static(b"m"),
-            },
-        );
+        propose(&mut n, 1_010, id, b"m");
     }
     let a = drain(&mut n);
     assert!(a.contains(&Action::ProposeDone {
@@ -987,20 +907,10 @@ fn proposals_beyond_the_pending_window_are_busy_and_step_down_fails_the_rest() {
 #[test]
 fn transfer_waits_for_catch_up_then_asks_the_transferee() {
     let (mut n, c) = leader3();
-    let compare_n2 = c
-        .iter()
-        .find(|(to, _, r)| to == "n2" && matches!(r, Request::Push(_)))
-        .unwrap()
-        .1;
+    let (compare_n2, _) = push_call_to(&c, "n2");
     n.handle(1_010, Input::TransferLeadership { to: "n2".into() });
     assert_eq!(drain(&mut n), vec![]);
-    n.handle(
-        1_011,
-        Input::Propose {
-            id: 1,
-            body: Bytes::from_static(b"m"),
-        },
-    );
+    propose(&mut n, 1_011, 1, b"m");
     assert_eq!(
         drain(&mut n),
         vec![Action::ProposeDone {
@@ -1008,17 +918,8 @@ fn transfer_waits_for_catch_up_then_asks_the_transferee() {
             result: Err(ProposeError::Transferring)
         }]
     );
-    n.handle(
-        1_012,
-        Input::Reply {
-            call: compare_n2,
-            result: Ok(push_ok(0, 1, 0, 1)),
-        },
-    );
-    let c: Vec<_> = calls(&drain(&mut n))
-        .into_iter()
-        .filter(|x| matches!(x.2, Request::LeadershipTransfer(_)))
-        .collect();
+    reply_ok(&mut n, 1_012, compare_n2, push_ok(0, 1, 0, 1));
+    let c = transfer_calls(&drain(&mut n));
     match &c[0].2 {
         Request::LeadershipTransfer(t) => {
             assert_eq!(
@@ -1145,13 +1046,7 @@ fn proposals_of_one_batch_share_a_push_and_partial_batches_wait_for_a_response()
     let (mut n, c) = leader3();
     for (_, call, req) in &c {
         if matches!(req, Request::Push(_)) {
-            n.handle(
-                1_003,
-                Input::Reply {
-                    call: *call,
-                    result: Ok(push_ok(0, 1, 0, 1)),
-                },
-            );
+            reply_ok(&mut n, 1_003, *call, push_ok(0, 1, 0, 1));
         }
     }
     drain(&mut n);
@@ -1189,13 +1084,7 @@ fn proposals_of_one_batch_share_a_push_and_partial_batches_wait_for_a_response()
     n.handle(1_013, propose(6));
     assert_eq!(appends(&drain(&mut n)), vec![]);
     let (_, call_n1, _, _) = first[0].clone();
-    n.handle(
-        1_014,
-        Input::Reply {
-            call: call_n1,
-            result: Ok(push_ok(1, 3, 3, 1)),
-        },
-    );
+    reply_ok(&mut n, 1_014, call_n1, push_ok(1, 3, 3, 1));
     let a = drain(&mut n);
     assert!(a.contains(&Action::CommitAdvanced {
         index: 3,
@@ -1216,13 +1105,7 @@ fn real_vote_candidate(me: &str) -> Node<MemLog> {
     let mut n = node(me, 3);
     n.tick(1_000);
     let c = calls(&drain(&mut n));
-    n.handle(
-        1_001,
-        Input::Reply {
-            call: c[0].1,
-            result: Ok(accept(&c[0].0, 0)),
-        },
-    );
+    reply_ok(&mut n, 1_001, c[0].1, accept(&c[0].0, 0));
     drain(&mut n);
     assert_eq!((n.role(), n.term()), (Role::Candidate, 1));
     n
@@ -1278,13 +1161,7 @@ fn a_pre_vote_granted_after_we_voted_for_someone_else_starts_no_vote() {
     let a = drain(&mut n);
     assert_eq!(vote_result(a.last().unwrap()), (VoteResult::ACCEPT, 1));
     // The stale pre-vote grant arrives: starting a term-2 vote would depose n1.
-    n.handle(
-        1_002,
-        Input::Reply {
-            call: c[0].1,
-            result: Ok(accept("n1", 0)),
-        },
-    );
+    reply_ok(&mut n, 1_002, c[0].1, accept("n1", 0));
     assert_eq!(drain(&mut n), vec![]);
     assert_eq!(n.term(), 1);
 }
@@ -1339,24 +1216,11 @@ fn admin_transfer(to: &str, term: i64) -> Request {
 /// the no-op at 1_012, sent it LEADERSHIP_TRANSFER; returns that call's id.
 fn leader3_transfer_sent() -> (Node<MemLog>, CallId) {
     let (mut n, c) = leader3();
-    let compare_n2 = c
-        .iter()
-        .find(|(to, _, r)| to == "n2" && matches!(r, Request::Push(_)))
-        .unwrap()
-        .1;
+    let (compare_n2, _) = push_call_to(&c, "n2");
     n.handle(1_010, Input::TransferLeadership { to: "n2".into() });
     assert_eq!(drain(&mut n), vec![]);
-    n.handle(
-        1_012,
-        Input::Reply {
-            call: compare_n2,
-            result: Ok(push_ok(0, 1, 0, 1)),
-        },
-    );
-    let t: Vec<_> = calls(&drain(&mut n))
-        .into_iter()
-        .filter(|x| matches!(x.2, Request::LeadershipTransfer(_)))
-        .collect();
+    reply_ok(&mut n, 1_012, compare_n2, push_ok(0, 1, 0, 1));
+    let t = transfer_calls(&drain(&mut n));
     assert_eq!(t.len(), 1);
     (n, t[0].1)
 }
@@ -1444,13 +1308,7 @@ fn transfer_fails_when_the_transferee_does_not_catch_up_in_time() {
         )]
     );
     // Proposals are taken again.
-    n.handle(
-        1_111,
-        Input::Propose {
-            id: 1,
-            body: Bytes::from_static(b"m"),
-        },
-    );
+    propose(&mut n, 1_111, 1, b"m");
     assert!(!drain(&mut n)
         .iter()
         .any(|a| matches!(a, Action::ProposeDone { .. })));
@@ -1459,12 +1317,11 @@ fn transfer_fails_when_the_transferee_does_not_catch_up_in_time() {
 #[test]
 fn a_failure_answer_or_no_answer_from_the_transferee_ends_the_transfer_with_its_code() {
     let (mut n, call) = leader3_transfer_sent();
-    n.handle(
+    reply_ok(
+        &mut n,
         1_013,
-        Input::Reply {
-            call,
-            result: Ok(transfer_answer(DLedgerCode::INCONSISTENT_LEADER, 1)),
-        },
+        call,
+        transfer_answer(DLedgerCode::INCONSISTENT_LEADER, 1),
     );
     assert_eq!(
         drain(&mut n),
@@ -1502,12 +1359,11 @@ fn a_failure_answer_or_no_answer_from_the_transferee_ends_the_transfer_with_its_
     // A late answer to an earlier transfer's call does not end a newer transfer.
     n.handle(1_016, Input::TransferLeadership { to: "n2".into() });
     let c = calls(&drain(&mut n));
-    n.handle(
+    reply_ok(
+        &mut n,
         1_017,
-        Input::Reply {
-            call: c[0].1,
-            result: Ok(transfer_answer(DLedgerCode::SUCCESS, 1)),
-        },
+        c[0].1,
+        transfer_answer(DLedgerCode::SUCCESS, 1),
     );
     assert_eq!(drain(&mut n), vec![]);
     assert!(n.transferring());
@@ -1526,12 +1382,11 @@ fn transfer_succeeds_once_the_transferee_leads_and_fails_if_another_member_does(
         ),
     ] {
         let (mut n, call) = leader3_transfer_sent();
-        n.handle(
+        reply_ok(
+            &mut n,
             1_013,
-            Input::Reply {
-                call,
-                result: Ok(transfer_answer(DLedgerCode::SUCCESS, 1)),
-            },
+            call,
+            transfer_answer(DLedgerCode::SUCCESS, 1),
         );
         assert_eq!(drain(&mut n), vec![]);
         // The transferee's vote deposes us; the outcome is not known yet.
@@ -1650,29 +1505,15 @@ fn admin_transfer_request_is_answered_with_the_real_outcome() {
         },
     );
     assert_eq!(drain(&mut n), vec![]);
-    let compare_n2 = c
-        .iter()
-        .find(|(to, _, r)| to == "n2" && matches!(r, Request::Push(_)))
-        .unwrap()
-        .1;
-    n.handle(
-        1_012,
-        Input::Reply {
-            call: compare_n2,
-            result: Ok(push_ok(0, 1, 0, 1)),
-        },
-    );
-    let t: Vec<_> = calls(&drain(&mut n))
-        .into_iter()
-        .filter(|x| matches!(x.2, Request::LeadershipTransfer(_)))
-        .collect();
+    let (compare_n2, _) = push_call_to(&c, "n2");
+    reply_ok(&mut n, 1_012, compare_n2, push_ok(0, 1, 0, 1));
+    let t = transfer_calls(&drain(&mut n));
     assert_eq!(t.len(), 1);
-    n.handle(
+    reply_ok(
+        &mut n,
         1_013,
-        Input::Reply {
-            call: t[0].1,
-            result: Ok(transfer_answer(DLedgerCode::TAKE_LEADERSHIP_FAILED, 1)),
-        },
+        t[0].1,
+        transfer_answer(DLedgerCode::TAKE_LEADERSHIP_FAILED, 1),
     );
     let a = drain(&mut n);
     assert_eq!(a.len(), 1);
