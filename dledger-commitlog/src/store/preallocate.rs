@@ -53,6 +53,12 @@ impl Queue {
             .unwrap_or(0);
         self.pending.remove(i)
     }
+
+    /// The next file to populate: index files first (small, needed often).
+    fn pop_populate(&mut self) -> Option<(Kind, u64)> {
+        let i = self.populate.iter().position(|(k, _)| *k == Kind::Index);
+        self.populate.remove(i.unwrap_or(0))
+    }
 }
 
 /// Bytes of a data file populated between two looks at the queue (~0.5 ms).
@@ -118,6 +124,20 @@ impl PreallocState {
         }
     }
 
+    /// Blocks until `take` yields a job; `None` once stopped.
+    fn next_job(&self, take: fn(&mut Queue) -> Option<(Kind, u64)>) -> Option<(Kind, u64)> {
+        let mut q = self.lock();
+        loop {
+            if q.stop {
+                return None;
+            }
+            if let Some(job) = take(&mut q) {
+                return Some(job);
+            }
+            q = self.cv.wait(q).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
     fn stop(&self) {
         self.lock().stop = true;
         self.cv.notify_all();
@@ -170,19 +190,7 @@ impl Drop for Preallocator {
 /// on a busy machine (a thread that just ran for milliseconds may wait that long for its
 /// turn: with populating on this thread too, the writer waited up to ~50 ms for a file).
 fn run_creations(sh: &Shared) {
-    loop {
-        let (kind, start) = {
-            let mut q = sh.prealloc.lock();
-            loop {
-                if q.stop {
-                    return;
-                }
-                if let Some(job) = q.pop_next() {
-                    break job;
-                }
-                q = sh.prealloc.cv.wait(q).unwrap_or_else(|e| e.into_inner());
-            }
-        };
+    while let Some((kind, start)) = sh.prealloc.next_job(Queue::pop_next) {
         run_job(sh, kind, start);
     }
 }
@@ -190,20 +198,7 @@ fn run_creations(sh: &Shared) {
 /// The populating thread: published files, index files first (small, needed often).
 fn run_populate(sh: &Shared) {
     populate_last_files(sh);
-    loop {
-        let (kind, start) = {
-            let mut q = sh.prealloc.lock();
-            loop {
-                if q.stop {
-                    return;
-                }
-                let i = q.populate.iter().position(|(k, _)| *k == Kind::Index);
-                if let Some(job) = q.populate.remove(i.unwrap_or(0)) {
-                    break job;
-                }
-                q = sh.prealloc.cv.wait(q).unwrap_or_else(|e| e.into_inner());
-            }
-        };
+    while let Some((kind, start)) = sh.prealloc.next_job(Queue::pop_populate) {
         populate_existing(sh, kind, start);
     }
 }
