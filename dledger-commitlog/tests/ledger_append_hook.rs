@@ -5,20 +5,14 @@
 
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
-use std::net::{SocketAddr, TcpListener};
-use std::path::Path;
+mod ledger_common;
+
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
-use dledger_commitlog::runtime::{AppendHook, Index, Ledger, LedgerOptions, LedgerRole};
-
-fn free_addrs(n: usize) -> Vec<SocketAddr> {
-    let ls: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    ls.iter().map(|l| l.local_addr().unwrap()).collect()
-}
+use dledger_commitlog::runtime::{AppendHook, Index, LedgerRole};
+use ledger_common::{free_peers, poll, shutdown_all, start_group};
 
 /// Writes `pos` big-endian into the first 8 bytes of bodies long enough to hold it.
 fn pos_hook() -> AppendHook {
@@ -29,57 +23,26 @@ fn pos_hook() -> AppendHook {
     }))
 }
 
-fn options(dir: &Path, id: &str, peers: &[(String, SocketAddr)]) -> LedgerOptions {
-    let mut o = LedgerOptions::new(
-        "RaftNode00",
-        id,
-        peers.to_vec(),
-        dir.join(format!("dledger-{id}")),
-    );
-    o.store.data_segment_bytes = 1 << 20;
-    o.store.index_segment_bytes = 32 * 1024;
-    o.append_hook = Some(pos_hook());
-    o
-}
-
-async fn poll(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hook_rewrites_bodies_before_storage_and_replication() {
     let dir = tempfile::tempdir().unwrap();
-    let addrs = free_addrs(3);
-    let peers: Vec<(String, SocketAddr)> = addrs
-        .iter()
-        .enumerate()
-        .map(|(i, a)| (format!("n{i}"), *a))
-        .collect();
-    let mut nodes = Vec::new();
-    for (id, _) in &peers {
-        nodes.push(
-            Ledger::start(options(dir.path(), id, &peers))
-                .await
-                .unwrap(),
-        );
-    }
-    poll("a leader", Duration::from_secs(10), || {
-        nodes
-            .iter()
-            .filter(|n| n.role().borrow().role == LedgerRole::Leader)
-            .count()
-            == 1
+    let peers = free_peers(3);
+    let nodes = start_group(dir.path(), &peers, |o| {
+        o.store.data_segment_bytes = 1 << 20;
+        o.store.index_segment_bytes = 32 * 1024;
+        o.append_hook = Some(pos_hook());
     })
     .await;
-    let leader = nodes
-        .iter()
-        .find(|n| n.role().borrow().role == LedgerRole::Leader)
-        .unwrap()
-        .clone();
+    let leader = poll("a leader", Duration::from_secs(10), || {
+        let mut leaders = nodes
+            .iter()
+            .filter(|n| n.role().borrow().role == LedgerRole::Leader);
+        match (leaders.next(), leaders.next()) {
+            (Some(l), None) => Some(l.clone()),
+            _ => None,
+        }
+    })
+    .await;
 
     let mut committed = Vec::new();
     for i in 0..50u8 {
@@ -93,7 +56,7 @@ async fn hook_rewrites_bodies_before_storage_and_replication() {
     let last = committed.last().unwrap().0;
     for n in &nodes {
         poll("every member to commit", Duration::from_secs(10), || {
-            n.committed().borrow().index >= last
+            (n.committed().borrow().index >= last).then_some(())
         })
         .await;
         let reader = n.reader();
@@ -111,7 +74,5 @@ async fn hook_rewrites_bodies_before_storage_and_replication() {
             );
         }
     }
-    for n in &nodes {
-        n.shutdown().await;
-    }
+    shutdown_all(&nodes).await;
 }

@@ -7,71 +7,20 @@
 
 #![allow(clippy::unwrap_used)] // tests and benches may unwrap
 
+mod ledger_common;
+
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use dledger_commitlog::runtime::{
-    FlushMode, Index, Ledger, LedgerOptions, LedgerRole, ProposeError,
+use dledger_commitlog::runtime::{FlushMode, Index, Ledger, LedgerRole, ProposeError};
+use ledger_common::{
+    free_addrs, free_peers, options, poll, shutdown_all, start_group, wait_leader,
 };
 use tokio::sync::Mutex;
-
-fn free_addrs(n: usize) -> Vec<SocketAddr> {
-    let ls: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    ls.iter().map(|l| l.local_addr().unwrap()).collect()
-}
-
-fn options(dir: &Path, id: &str, peers: &[(String, SocketAddr)]) -> LedgerOptions {
-    let mut o = LedgerOptions::new(
-        "RaftNode00",
-        id,
-        peers.to_vec(),
-        dir.join(format!("dledger-{id}")),
-    );
-    // Small files keep the test's disk footprint and preallocation cheap.
-    o.store.data_segment_bytes = 8 << 20;
-    o.store.index_segment_bytes = 32 * 64 * 1024;
-    o
-}
-
-async fn poll<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-}
-
-/// The single member that sees itself as leader, once exactly one does and all others agree.
-async fn wait_leader(nodes: &[Ledger], limit: Duration) -> usize {
-    poll("a leader", limit, || {
-        let leaders: Vec<usize> = (0..nodes.len())
-            .filter(|&i| nodes[i].role().borrow().role == LedgerRole::Leader)
-            .collect();
-        if leaders.len() != 1 {
-            return None;
-        }
-        let id = nodes[leaders[0]].self_id().to_owned();
-        let term = nodes[leaders[0]].role().borrow().term;
-        let agreed = nodes.iter().all(|n| {
-            let r = n.role().borrow().clone();
-            r.term == term && r.leader_id.as_deref() == Some(id.as_str())
-        });
-        agreed.then_some(leaders[0])
-    })
-    .await
-}
 
 async fn wait_committed(n: &Ledger, index: i64, limit: Duration) {
     poll(&format!("{} to commit {index}", n.self_id()), limit, || {
@@ -147,14 +96,6 @@ fn same_log(a: &Ledger, b: &Ledger, upto: i64) {
             b.self_id()
         );
     }
-}
-
-async fn start_all(dir: &Path, peers: &[(String, SocketAddr)]) -> Vec<Ledger> {
-    let mut v = Vec::new();
-    for (id, _) in peers {
-        v.push(Ledger::start(options(dir, id, peers)).await.unwrap());
-    }
-    v
 }
 
 /// Stops the leader (`graceful` or crash-like), measures failover, checks survivors, restarts
@@ -279,13 +220,8 @@ async fn single_member_group_elects_itself_and_commits() {
 async fn three_members_commit_fail_over_and_catch_up() {
     let t = Instant::now();
     let dir = tempfile::tempdir().unwrap();
-    let addrs = free_addrs(3);
-    let peers: Vec<(String, SocketAddr)> = addrs
-        .iter()
-        .enumerate()
-        .map(|(i, a)| (format!("n{i}"), *a))
-        .collect();
-    let mut nodes = start_all(dir.path(), &peers).await;
+    let peers = free_peers(3);
+    let mut nodes = start_group(dir.path(), &peers, |_| {}).await;
     let mut events = nodes[0].role_events();
     let leader = wait_leader(&nodes, Duration::from_secs(5)).await;
     println!(
@@ -347,13 +283,11 @@ async fn three_members_commit_fail_over_and_catch_up() {
     }
     same_log(&nodes[0], &nodes[1], c.index);
     same_log(&nodes[0], &nodes[2], c.index);
-    for n in &nodes {
-        n.shutdown().await;
-    }
+    shutdown_all(&nodes).await;
     // The whole group restarts from its directories: everything acknowledged is still there,
     // a leader is elected and serves writes.
     let t_restart = Instant::now();
-    let nodes = start_all(dir.path(), &peers).await;
+    let nodes = start_group(dir.path(), &peers, |_| {}).await;
     let leader = wait_leader(&nodes, Duration::from_secs(5)).await;
     let c2 = nodes[leader]
         .propose(Bytes::from_static(b"after full restart"))
@@ -368,9 +302,7 @@ async fn three_members_commit_fail_over_and_catch_up() {
         "full restart: leader and first commit after {:?}",
         t_restart.elapsed()
     );
-    for n in &nodes {
-        n.shutdown().await;
-    }
+    shutdown_all(&nodes).await;
     // n0's role changes arrived in order (terms never go back), until its first stop (its
     // first change may precede the subscription: it can win the first election during start).
     let mut seen = Vec::new();
@@ -385,19 +317,12 @@ async fn three_members_commit_fail_over_and_catch_up() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sync_flush_acknowledges_only_durable_entries() {
     let dir = tempfile::tempdir().unwrap();
-    let addrs = free_addrs(3);
-    let peers: Vec<(String, SocketAddr)> = addrs
-        .iter()
-        .enumerate()
-        .map(|(i, a)| (format!("n{i}"), *a))
-        .collect();
-    let mut nodes = Vec::new();
-    for (id, _) in &peers {
-        let mut o = options(dir.path(), id, &peers);
+    let peers = free_peers(3);
+    let nodes = start_group(dir.path(), &peers, |o| {
         o.apply_property("flushDiskType", "SYNC_FLUSH").unwrap();
         assert_eq!(o.store.flush_mode, FlushMode::Sync);
-        nodes.push(Ledger::start(o).await.unwrap());
-    }
+    })
+    .await;
     let leader = wait_leader(&nodes, Duration::from_secs(5)).await;
     let l = nodes[leader].clone();
     let readers: Vec<_> = nodes.iter().map(|n| n.reader()).collect();
@@ -432,26 +357,17 @@ async fn sync_flush_acknowledges_only_durable_entries() {
         || (l.status().flushed_index >= 0).then_some(()),
     )
     .await;
-    for n in &nodes {
-        n.shutdown().await;
-    }
+    shutdown_all(&nodes).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_without_quorum_reports_busy_definitely_and_pending_as_indeterminate() {
     let dir = tempfile::tempdir().unwrap();
-    let addrs = free_addrs(3);
-    let peers: Vec<(String, SocketAddr)> = addrs
-        .iter()
-        .enumerate()
-        .map(|(i, a)| (format!("n{i}"), *a))
-        .collect();
-    let mut nodes = Vec::new();
-    for (id, _) in &peers {
-        let mut o = options(dir.path(), id, &peers);
+    let peers = free_peers(3);
+    let nodes = start_group(dir.path(), &peers, |o| {
         assert_eq!(o.apply_property("maxPendingRequestsNum", "8"), Ok(true));
-        nodes.push(Ledger::start(o).await.unwrap());
-    }
+    })
+    .await;
     let leader = wait_leader(&nodes, Duration::from_secs(5)).await;
     nodes[leader]
         .propose(Bytes::from_static(b"before"))
@@ -512,13 +428,8 @@ async fn failover_distribution() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(10);
     let dir = tempfile::tempdir().unwrap();
-    let addrs = free_addrs(3);
-    let peers: Vec<(String, SocketAddr)> = addrs
-        .iter()
-        .enumerate()
-        .map(|(i, a)| (format!("n{i}"), *a))
-        .collect();
-    let mut nodes = start_all(dir.path(), &peers).await;
+    let peers = free_peers(3);
+    let mut nodes = start_group(dir.path(), &peers, |_| {}).await;
     let mut times = Vec::new();
     for round in 0..rounds {
         let leader = wait_leader(&nodes, Duration::from_secs(5)).await;
@@ -553,7 +464,5 @@ async fn failover_distribution() {
         times[times.len() / 2],
         times[times.len() - 1]
     );
-    for n in &nodes {
-        n.shutdown().await;
-    }
+    shutdown_all(&nodes).await;
 }

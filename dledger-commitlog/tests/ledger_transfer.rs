@@ -3,79 +3,23 @@
 //! cannot take over fails definitely within the wait timeout (no hang), the admin
 //! LEADERSHIP_TRANSFER RPC carries the real code, and a transfer to a caught-up member works.
 //!
-//! Ports: picked by binding `127.0.0.1:0` and releasing them just before the ledgers bind.
-//! Every wait polls a condition with a deadline; nothing sleeps for synchronisation.
+//! Harness (free ports, polling waits): `ledger_common`.
 
 #![allow(clippy::unwrap_used)] // tests may unwrap
 
-use std::net::{SocketAddr, TcpListener};
-use std::path::Path;
+mod ledger_common;
+
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use dledger_commitlog::runtime::{DLedgerCode, Ledger, LedgerOptions, LedgerRole, TransferError};
+use dledger_commitlog::runtime::{DLedgerCode, Ledger, LedgerRole, TransferError};
+use ledger_common::{free_peers, shutdown_all, start_group, wait_leader};
 use remoting::{ClientConfig, RemotingClient, RemotingCommand, RequestCode};
 
 /// `leadershipTransferWaitTimeout` for these tests (the default is 1000 ms).
 const WAIT_MS: u64 = 400;
 /// LEADERSHIP_TRANSFER request code (spec §3.7).
 const LEADERSHIP_TRANSFER: i32 = 51005;
-
-fn free_addrs(n: usize) -> Vec<SocketAddr> {
-    let ls: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    ls.iter().map(|l| l.local_addr().unwrap()).collect()
-}
-
-fn options(dir: &Path, id: &str, peers: &[(String, SocketAddr)]) -> LedgerOptions {
-    let mut o = LedgerOptions::new(
-        "RaftNode00",
-        id,
-        peers.to_vec(),
-        dir.join(format!("dledger-{id}")),
-    );
-    o.store.data_segment_bytes = 8 << 20;
-    o.store.index_segment_bytes = 32 * 64 * 1024;
-    o.core.leadership_transfer_wait_timeout_ms = WAIT_MS;
-    o
-}
-
-async fn poll<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-}
-
-/// The member every running member agrees leads.
-async fn wait_leader(nodes: &[&Ledger], limit: Duration) -> String {
-    poll("an agreed leader", limit, || {
-        let leaders: Vec<&&Ledger> = nodes
-            .iter()
-            .filter(|n| n.role().borrow().role == LedgerRole::Leader)
-            .collect();
-        let [l] = leaders.as_slice() else {
-            return None;
-        };
-        let (id, term) = (l.self_id().to_owned(), l.role().borrow().term);
-        nodes
-            .iter()
-            .all(|n| {
-                let r = n.role().borrow().clone();
-                r.term == term && r.leader_id.as_deref() == Some(id.as_str())
-            })
-            .then_some(id)
-    })
-    .await
-}
 
 fn code_of(r: Result<(), TransferError>) -> DLedgerCode {
     match r {
@@ -118,24 +62,14 @@ async fn admin_transfer(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transfer_failures_are_typed_and_definite_and_success_still_works() {
     let dir = tempfile::tempdir().unwrap();
-    let addrs = free_addrs(3);
-    let peers: Vec<(String, SocketAddr)> = addrs
-        .iter()
-        .enumerate()
-        .map(|(i, a)| (format!("n{i}"), *a))
-        .collect();
-    let mut nodes = Vec::new();
-    for (id, _) in &peers {
-        nodes.push(
-            Ledger::start(options(dir.path(), id, &peers))
-                .await
-                .unwrap(),
-        );
-    }
-    let all: Vec<&Ledger> = nodes.iter().collect();
-    let leader_id = wait_leader(&all, Duration::from_secs(5)).await;
-    let li: usize = leader_id[1..].parse().unwrap();
+    let peers = free_peers(3);
+    let nodes = start_group(dir.path(), &peers, |o| {
+        o.core.leadership_transfer_wait_timeout_ms = WAIT_MS;
+    })
+    .await;
+    let li = wait_leader(&nodes, Duration::from_secs(5)).await;
     let leader = &nodes[li];
+    let leader_id = leader.self_id().to_owned();
     let (fa, fb) = ((li + 1) % 3, (li + 2) % 3);
     let term = leader.role().borrow().term;
     // Refusals: at once, typed.
@@ -203,10 +137,9 @@ async fn transfer_failures_are_typed_and_definite_and_success_still_works() {
         leader.role().borrow().leader_id.as_deref(),
         Some(live.as_str())
     );
-    let running = [&nodes[li], &nodes[fb]];
-    assert_eq!(wait_leader(&running, Duration::from_secs(5)).await, live);
+    let running = [nodes[li].clone(), nodes[fb].clone()];
+    let new_leader = wait_leader(&running, Duration::from_secs(5)).await;
+    assert_eq!(running[new_leader].self_id(), live);
     client.shutdown().await;
-    for n in &nodes {
-        n.shutdown().await;
-    }
+    shutdown_all(&nodes).await;
 }
