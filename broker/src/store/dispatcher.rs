@@ -66,6 +66,9 @@ pub struct Dispatcher {
     replay_until: i64,
     replayed: i64,
     replay_total: i64,
+    /// The entry whose consume-queue write failed on the filesystem: dispatch retries it
+    /// (logged once) instead of skipping a message consumers would never see.
+    stalled_at: Option<i64>,
 }
 
 /// Entries between progress lines while re-dispatching after a restart.
@@ -192,6 +195,7 @@ impl Dispatcher {
                 replay_until: committed.index,
                 replayed: 0,
                 replay_total: replay,
+                stalled_at: None,
             },
             rx,
         ))
@@ -206,7 +210,18 @@ impl Dispatcher {
             while self.next_index <= target {
                 match self.log.committed_entry(self.next_index) {
                     Ok(Some(e)) => {
-                        self.dispatch(&e);
+                        if let Err(err) = self.dispatch(&e) {
+                            // Not skipped: consumers would never see the message. Retried
+                            // (below, every 200 ms) until the disk accepts it again.
+                            if self.stalled_at != Some(e.index) {
+                                self.stalled_at = Some(e.index);
+                                tracing::error!(index = e.index, error = %err, "consume-queue dispatch failed; dispatch stalls here and retries");
+                            }
+                            break;
+                        }
+                        if self.stalled_at.take().is_some() {
+                            tracing::info!(index = e.index, "consume-queue dispatch resumed");
+                        }
                         self.delay_offsets.mark_dispatched_through(e.index);
                         self.cqs.note_dispatched_through(e.end_pos());
                         if e.index <= self.replay_until {
@@ -285,19 +300,21 @@ impl Dispatcher {
         }
     }
 
-    fn dispatch(&mut self, e: &LogEntry) {
+    /// Errors only for a consume-queue write that failed on the filesystem (retryable: the
+    /// record must not be skipped); logical errors are logged and the record skipped.
+    fn dispatch(&mut self, e: &LogEntry) -> Result<(), super::StoreError> {
         // Empty entries are the leader's election no-ops (one per elected term), not
         // messages: skipped without a warning. Only non-empty bodies that do not decode are
         // reported below.
         if e.body.is_empty() {
             tracing::trace!(index = e.index, "election no-op entry skipped");
-            return;
+            return Ok(());
         }
         let view = match RecordView::parse(&e.body, CrcCheck::Skip) {
             Ok(v) => v,
             Err(err) => {
                 tracing::error!(index = e.index, pos = e.pos, error = %err, "undecodable record in committed entry; skipped");
-                return;
+                return Ok(());
             }
         };
         // One pass over the properties for every value dispatch needs.
@@ -315,7 +332,7 @@ impl Dispatcher {
             self.note_delivery(v);
         }
         if e.index < self.markers_only_below {
-            return;
+            return Ok(());
         }
         let phys = e.pos + DLEDGER_ENTRY_HEADER_LEN;
         if sysflag::is_dispatched_to_consume_queue(view.sys_flag) {
@@ -355,6 +372,7 @@ impl Dispatcher {
                     }
                 }
                 Ok((_, AppendOutcome::AlreadyPresent)) => {}
+                Err(err @ super::StoreError::Io { .. }) => return Err(err),
                 Err(err) => {
                     tracing::error!(topic = view.topic, queue_id = view.queue_id, queue_offset = view.queue_offset, error = %err, "consume-queue dispatch failed");
                 }
@@ -377,6 +395,7 @@ impl Dispatcher {
                 }
             }
         }
+        Ok(())
     }
 
     /// A delivered delayed message: advances the level's log-derived offset when the marker
