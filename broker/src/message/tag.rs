@@ -2,7 +2,12 @@
 
 /// Java `String.hashCode()`: `h = 31*h + c` over UTF-16 code units, wrapping i32.
 pub fn java_string_hash(s: &str) -> i32 {
-    let mut h: i32 = 0;
+    extend_java_hash(0, s)
+}
+
+/// Continues a Java `String.hashCode()` state `h` over the UTF-16 units of `s` (hashes a
+/// concatenation piece by piece, without building the string).
+pub fn extend_java_hash(mut h: i32, s: &str) -> i32 {
     if s.is_ascii() {
         for &b in s.as_bytes() {
             h = h.wrapping_mul(31).wrapping_add(i32::from(b));

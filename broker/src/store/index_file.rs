@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use super::mapped_words::MappedWords;
 use super::StoreError;
 use crate::message::msg_id::civil_from_days;
-use crate::message::tag::java_string_hash;
+use crate::message::tag::{extend_java_hash, java_string_hash};
 
 /// Header bytes.
 pub const INDEX_HEADER_LEN: u64 = 40;
@@ -124,20 +124,6 @@ pub fn index_key_hash(topic: &str, key: &str) -> i32 {
     } else {
         h.abs()
     }
-}
-
-/// Continues a Java `String.hashCode()` state `h` over the UTF-16 units of `s`.
-fn extend_java_hash(mut h: i32, s: &str) -> i32 {
-    if s.is_ascii() {
-        for &b in s.as_bytes() {
-            h = h.wrapping_mul(31).wrapping_add(i32::from(b));
-        }
-    } else {
-        for unit in s.encode_utf16() {
-            h = h.wrapping_mul(31).wrapping_add(i32::from(unit));
-        }
-    }
-    h
 }
 
 /// `yyyyMMddHHmmssSSS` of a UTC instant.
