@@ -35,14 +35,29 @@ pub async fn hold_until(
     let deadline = tokio::time::Instant::now() + hold;
     dispatched.borrow_and_update();
     loop {
-        if ready() {
-            return Wake::Ready;
+        if let Some(wake) =
+            check_then_wait_dispatch(&mut dispatched, deadline, stop, &mut ready).await
+        {
+            return wake;
         }
-        tokio::select! {
-            _ = stop.cancelled() => return Wake::Shutdown,
-            _ = tokio::time::sleep_until(deadline) => return Wake::Timeout,
-            r = dispatched.changed() => if r.is_err() { return Wake::Shutdown },
-        }
+    }
+}
+
+/// One round of [`hold_until`]: `Some` when the hold ends (`ready()` holds, the deadline
+/// passes, or `stop`), `None` after dispatch progressed.
+async fn check_then_wait_dispatch(
+    dispatched: &mut watch::Receiver<DispatchMark>,
+    deadline: tokio::time::Instant,
+    stop: &CancellationToken,
+    ready: &mut impl FnMut() -> bool,
+) -> Option<Wake> {
+    if ready() {
+        return Some(Wake::Ready);
+    }
+    tokio::select! {
+        _ = stop.cancelled() => Some(Wake::Shutdown),
+        _ = tokio::time::sleep_until(deadline) => Some(Wake::Timeout),
+        r = dispatched.changed() => r.is_err().then_some(Wake::Shutdown),
     }
 }
 
@@ -61,13 +76,10 @@ pub async fn hold_for_queue(
     dispatched.borrow_and_update();
     loop {
         let Some(q) = cqs.get(topic, queue_id) else {
-            if ready() {
-                return Wake::Ready;
-            }
-            tokio::select! {
-                _ = stop.cancelled() => return Wake::Shutdown,
-                _ = tokio::time::sleep_until(deadline) => return Wake::Timeout,
-                r = dispatched.changed() => if r.is_err() { return Wake::Shutdown },
+            if let Some(wake) =
+                check_then_wait_dispatch(&mut dispatched, deadline, stop, &mut ready).await
+            {
+                return wake;
             }
             continue;
         };
