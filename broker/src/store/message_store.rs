@@ -632,77 +632,13 @@ pub fn propose_error(e: ProposeFailure) -> BrokerError {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicUsize;
-
     use super::*;
-    use crate::store::commit_log::{CommitMark, LedgerRole, LogEntry, LogRoleState, ProposeFuture};
+    use crate::store::commit_log::LedgerRole;
     use crate::store::mem_log::MemLog;
-
-    /// MemLog whose proposals number `fail_at` append (and commit) but answer `Timeout`.
-    struct TimeoutOnce {
-        inner: MemLog,
-        n: AtomicUsize,
-        fail_at: usize,
-    }
-
-    impl ReplicatedLog for TimeoutOnce {
-        fn propose(&self, body: Bytes) -> ProposeFuture {
-            let f = self.inner.propose(body);
-            let fail = self.n.fetch_add(1, Ordering::SeqCst) == self.fail_at;
-            Box::pin(async move {
-                let r = f.await;
-                if fail && r.is_ok() {
-                    Err(ProposeFailure::Timeout)
-                } else {
-                    r
-                }
-            })
-        }
-        fn role(&self) -> watch::Receiver<LogRoleState> {
-            self.inner.role()
-        }
-        fn committed(&self) -> watch::Receiver<CommitMark> {
-            self.inner.committed()
-        }
-        fn committed_entry(&self, index: i64) -> Result<Option<LogEntry>, String> {
-            self.inner.committed_entry(index)
-        }
-        fn read_message(&self, phys: i64) -> Option<Bytes> {
-            self.inner.read_message(phys)
-        }
-        fn begin_index(&self) -> i64 {
-            self.inner.begin_index()
-        }
-        fn end_index(&self) -> i64 {
-            self.inner.end_index()
-        }
-        fn shutdown(&self) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-            self.inner.shutdown()
-        }
-    }
+    use crate::store::test_support::{encode, record_fields, ProbedLog};
 
     fn record(topic: &str) -> BytesMut {
-        use crate::message::record::{encode_record, MagicPolicy, MessageLimits, RecordFields};
-        let host: SocketAddr = "127.0.0.1:10911".parse().unwrap();
-        let f = RecordFields {
-            queue_id: 0,
-            flag: 0,
-            queue_offset: 0,
-            physical_offset: 0,
-            sys_flag: 0,
-            born_timestamp: 1,
-            born_host: host,
-            store_timestamp: 2,
-            store_host: host,
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body: b"x",
-            topic,
-            properties: b"",
-        };
-        let mut b = BytesMut::new();
-        encode_record(&f, &MessageLimits::default(), MagicPolicy::Auto, &mut b).unwrap();
-        b
+        encode(&record_fields(topic, b"x", b""))
     }
 
     fn cfg(dir: &std::path::Path) -> BrokerConfig {
@@ -738,11 +674,7 @@ mod tests {
     #[tokio::test]
     async fn an_indeterminate_append_keeps_its_offset_and_it_is_never_reused() {
         let dir = tempfile::tempdir().unwrap();
-        let log = TimeoutOnce {
-            inner: MemLog::new_leader(),
-            n: AtomicUsize::new(0),
-            fail_at: 1,
-        };
+        let log = ProbedLog::timeout_at(MemLog::new_leader(), 1);
         let host = "127.0.0.1:10911".parse().unwrap();
         let store = MessageStore::open(&cfg(dir.path()), Arc::new(log), host).unwrap();
         assert_eq!(

@@ -16,6 +16,8 @@ pub mod mem_log;
 pub mod message_store;
 pub mod offsets;
 pub mod subscriptions;
+#[cfg(test)]
+pub(crate) mod test_support;
 pub mod topics;
 
 use std::path::{Path, PathBuf};

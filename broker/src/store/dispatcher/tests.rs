@@ -5,18 +5,18 @@
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
 use super::*;
 use crate::message::properties::append_property;
-use crate::message::record::{encode_record, MagicPolicy, MessageLimits, RecordFields};
-use crate::store::commit_log::{CommitMark, LogRoleState, ProposeFuture};
+use crate::message::record::RecordFields;
 use crate::store::consume_queue::{CQ_UNIT_SIZE, DISPATCH_CHECKPOINT_FILE};
 use crate::store::index_file::{IndexConfig, HASH_SLOT_LEN, INDEX_ENTRY_LEN, INDEX_HEADER_LEN};
 use crate::store::mem_log::MemLog;
+use crate::store::test_support::{encode, record_fields, ProbedLog};
 
 /// Four units per consume-queue file, so queues span several files.
 const CQ_FILE: u64 = 4 * CQ_UNIT_SIZE as u64;
@@ -24,40 +24,6 @@ const INDEX_CFG: IndexConfig = IndexConfig {
     hash_slots: 64,
     max_entries: 1000,
 };
-
-/// MemLog counting entry reads.
-struct CountingLog {
-    inner: MemLog,
-    reads: AtomicUsize,
-}
-
-impl ReplicatedLog for CountingLog {
-    fn propose(&self, body: Bytes) -> ProposeFuture {
-        self.inner.propose(body)
-    }
-    fn role(&self) -> watch::Receiver<LogRoleState> {
-        self.inner.role()
-    }
-    fn committed(&self) -> watch::Receiver<CommitMark> {
-        self.inner.committed()
-    }
-    fn committed_entry(&self, index: i64) -> Result<Option<LogEntry>, String> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.committed_entry(index)
-    }
-    fn read_message(&self, phys: i64) -> Option<Bytes> {
-        self.inner.read_message(phys)
-    }
-    fn begin_index(&self) -> i64 {
-        self.inner.begin_index()
-    }
-    fn end_index(&self) -> i64 {
-        self.inner.end_index()
-    }
-    fn shutdown(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
-        self.inner.shutdown()
-    }
-}
 
 /// One committed message as the test sent it.
 #[derive(Debug, Clone)]
@@ -69,35 +35,22 @@ struct Sent {
 }
 
 fn record(queue_id: i32, queue_offset: i64, key: Option<&str>) -> Bytes {
-    let host = "127.0.0.1:10911".parse().unwrap();
     let mut props = BytesMut::new();
     if let Some(k) = key {
         append_property(&mut props, keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX, k).unwrap();
     }
-    let f = RecordFields {
+    encode(&RecordFields {
         queue_id,
-        flag: 0,
         queue_offset,
-        physical_offset: 0,
-        sys_flag: 0,
-        born_timestamp: 1,
-        born_host: host,
         store_timestamp: 1_700_000_000_000,
-        store_host: host,
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: b"payload",
-        topic: "T",
-        properties: &props,
-    };
-    let mut b = BytesMut::new();
-    encode_record(&f, &MessageLimits::default(), MagicPolicy::Auto, &mut b).unwrap();
-    b.freeze()
+        ..record_fields("T", b"payload", &props)
+    })
+    .freeze()
 }
 
 /// Sends `n` messages alternating over queues 0 and 1 (queue offsets assigned per queue, as
 /// the store does); messages from `keyless_from` on carry no key.
-async fn send(log: &CountingLog, sent: &mut Vec<Sent>, n: usize, keyless_from: usize) {
+async fn send(log: &ProbedLog, sent: &mut Vec<Sent>, n: usize, keyless_from: usize) {
     for _ in 0..n {
         let i = sent.len();
         let queue_id = (i % 2) as i32;
@@ -124,7 +77,7 @@ struct Store {
     rx: watch::Receiver<DispatchMark>,
 }
 
-fn open(dir: &Path, log: &Arc<CountingLog>) -> Store {
+fn open(dir: &Path, log: &Arc<ProbedLog>) -> Store {
     let cqs = Arc::new(ConsumeQueueSet::open(&dir.join("consumequeue"), CQ_FILE).unwrap());
     let index = Arc::new(KeyIndex::open(&dir.join("index"), INDEX_CFG).unwrap());
     let delay = Arc::new(DelayOffsetTable::open(dir).unwrap());
@@ -215,17 +168,21 @@ fn read_i64(f: &std::fs::File, at: u64) -> i64 {
     i64::from_be_bytes(b)
 }
 
+fn open_index_rw(dir: &Path) -> std::fs::File {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(index_file(dir))
+        .unwrap()
+}
+
 fn entry_pos(n: i32) -> u64 {
     INDEX_HEADER_LEN + u64::from(INDEX_CFG.hash_slots) * HASH_SLOT_LEN + n as u64 * INDEX_ENTRY_LEN
 }
 
 /// The header lost its last `n` updates (the entries are there but not counted).
 fn index_header_lags(dir: &Path, n: i32) {
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(index_file(dir))
-        .unwrap();
+    let f = open_index_rw(dir);
     let count = read_i32(&f, 36);
     let new_count = count - n;
     let end_phys = read_i64(&f, entry_pos(new_count - 1) + 4);
@@ -235,11 +192,7 @@ fn index_header_lags(dir: &Path, n: i32) {
 
 /// The header reached the disk but its last `n` entries did not.
 fn index_entries_lost(dir: &Path, n: i32) {
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(index_file(dir))
-        .unwrap();
+    let f = open_index_rw(dir);
     let count = read_i32(&f, 36);
     for e in count - n..count {
         f.write_all_at(&[0u8; INDEX_ENTRY_LEN as usize], entry_pos(e))
@@ -267,11 +220,8 @@ fn assert_complete(cqs: &ConsumeQueueSet, index: &KeyIndex, sent: &[Sent]) {
     }
 }
 
-fn new_log() -> Arc<CountingLog> {
-    Arc::new(CountingLog {
-        inner: MemLog::new_leader(),
-        reads: AtomicUsize::new(0),
-    })
+fn new_log() -> Arc<ProbedLog> {
+    Arc::new(ProbedLog::new(MemLog::new_leader()))
 }
 
 async fn lagging_queue_and_index_are_refilled(with_checkpoint: bool, header_lags: bool) {
