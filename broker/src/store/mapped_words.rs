@@ -127,6 +127,10 @@ impl MappedWords {
 
     /// Makes sure the file's blocks for `[from, to)` exist, so writing them through the
     /// mapping cannot fault for lack of space. Never changes the contents.
+    ///
+    /// The same `posix_fallocate` call as `allocate` in dledger-commitlog's mmap segment; not
+    /// shared: the crates have no common utility crate, and this fallback must keep existing
+    /// contents (it fills holes only) where that one zero-fills a new file's range.
     pub(crate) fn reserve(&self, from: u64, to: u64) -> io::Result<()> {
         let to = to.min(self.len as u64);
         if to <= from {
