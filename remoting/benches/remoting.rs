@@ -292,6 +292,13 @@ fn report() {
         cpu.get(k)
             .map(|(d, n)| d.as_secs_f64() * 1e6 / (*n).max(1) as f64)
     };
+    // Each measured RPC run on its own too (a filtered run has no ratio to print).
+    for (k, (d, n)) in cpu.iter() {
+        println!(
+            "{k}: ops {n}, cpu {:.2} us/op",
+            d.as_secs_f64() * 1e6 / (*n).max(1) as f64
+        );
+    }
     for ser in ["json", "rocketmq"] {
         for inflight in [1, 64] {
             let ours_key = format!("rpc/remoting_{ser}_{inflight}");
