@@ -258,22 +258,31 @@ impl Checker {
             ));
         }
         let from = follower.begin_index().min(leader.begin_index()).max(0);
-        for i in from..=fe {
-            let (f, l) = (
-                self.virtual_entry(follower, i),
-                self.virtual_entry(leader, i),
-            );
-            if f.is_some() && l.is_some() && f != l {
-                return Err(format!(
-                    "after TRUNCATE the follower's entry {i} (term {:?}) differs from the leader's (term {:?}); follower [{}, {fe}], leader [{}, {le}]",
-                    f.map(|e| e.0),
-                    l.map(|e| e.0),
-                    follower.begin_index(),
-                    leader.begin_index()
-                ));
-            }
+        if let Some((i, tf, tl)) = self.first_difference(follower, leader, from, fe) {
+            return Err(format!(
+                "after TRUNCATE the follower's entry {i} (term {tf}) differs from the leader's (term {tl}); follower [{}, {fe}], leader [{}, {le}]",
+                follower.begin_index(),
+                leader.begin_index()
+            ));
         }
         Ok(())
+    }
+
+    /// The first index in `lo..=hi` at which `a` and `b` both hold a virtual entry and the
+    /// two differ, with their terms.
+    fn first_difference<L: RaftLog>(
+        &self,
+        a: &L,
+        b: &L,
+        lo: Index,
+        hi: Index,
+    ) -> Option<(Index, Term, Term)> {
+        (lo..=hi).find_map(
+            |i| match (self.virtual_entry(a, i), self.virtual_entry(b, i)) {
+                (Some(ea), Some(eb)) if ea != eb => Some((i, ea.0, eb.0)),
+                _ => None,
+            },
+        )
     }
 
     /// The first index at which `follower` needs an entry from `leader`: its first entry that
@@ -301,19 +310,14 @@ impl Checker {
             }
             i -= 1;
         }
-        for j in lo..=i {
-            let (ea, eb) = (self.virtual_entry(a, j), self.virtual_entry(b, j));
-            if ea.is_some() && eb.is_some() && ea != eb {
-                return Err(format!(
-                    "log matching: logs agree on the term at {i} but differ at {j} (terms {:?} / {:?}; ranges [{}, {}] / [{}, {}])",
-                    ea.map(|e| e.0),
-                    eb.map(|e| e.0),
-                    a.begin_index(),
-                    a.end_index(),
-                    b.begin_index(),
-                    b.end_index()
-                ));
-            }
+        if let Some((j, ta, tb)) = self.first_difference(a, b, lo, i) {
+            return Err(format!(
+                "log matching: logs agree on the term at {i} but differ at {j} (terms {ta} / {tb}; ranges [{}, {}] / [{}, {}])",
+                a.begin_index(),
+                a.end_index(),
+                b.begin_index(),
+                b.end_index()
+            ));
         }
         Ok(())
     }
