@@ -184,26 +184,14 @@ fn candidate_pre_votes_without_persisting_then_votes_after_persisting() {
 #[test]
 fn vote_grant_is_persisted_before_the_response() {
     let mut n = node("n1", 3);
-    n.handle(
-        5,
-        Input::Request {
-            id: 1,
-            req: vote_req("n0", "n1", 3, -1, -1, false),
-        },
-    );
+    request(&mut n, 5, 1, vote_req("n0", "n1", 3, -1, -1, false));
     let a = drain(&mut n);
     assert_eq!(a[0], hs(3, None));
     assert_eq!(a[1], hs(3, Some("n0")));
     assert_eq!(vote_result(&a[2]), (VoteResult::ACCEPT, 3));
     assert_eq!(a.len(), 3);
     // A second candidate in the same term is refused, nothing persisted.
-    n.handle(
-        6,
-        Input::Request {
-            id: 2,
-            req: vote_req("n2", "n1", 3, 5, 2, false),
-        },
-    );
+    request(&mut n, 6, 2, vote_req("n2", "n1", 3, 5, 2, false));
     let a = drain(&mut n);
     assert_eq!(a.len(), 1);
     assert_eq!(vote_result(&a[0]), (VoteResult::REJECT_ALREADY_VOTED, 3));
@@ -225,13 +213,7 @@ fn vote_compares_last_entry_term_not_current_term() {
     )
     .unwrap();
     // Candidate at a higher term but whose last entry is from term 1: rejected (R2).
-    n.handle(
-        1,
-        Input::Request {
-            id: 1,
-            req: vote_req("n0", "n1", 9, 7, 1, false),
-        },
-    );
+    request(&mut n, 1, 1, vote_req("n0", "n1", 9, 7, 1, false));
     let a = drain(&mut n);
     assert_eq!(
         vote_result(a.last().unwrap()),
@@ -245,37 +227,19 @@ fn vote_compares_last_entry_term_not_current_term() {
         }
     );
     // Same last term, shorter log: rejected.
-    n.handle(
-        2,
-        Input::Request {
-            id: 2,
-            req: vote_req("n2", "n1", 9, -1, 2, false),
-        },
-    );
+    request(&mut n, 2, 2, vote_req("n2", "n1", 9, -1, 2, false));
     assert_eq!(
         vote_result(&drain(&mut n)[0]).0,
         VoteResult::REJECT_SMALL_LEDGER_END_INDEX
     );
     // Stale request term.
-    n.handle(
-        3,
-        Input::Request {
-            id: 3,
-            req: vote_req("n2", "n1", 8, 0, 2, false),
-        },
-    );
+    request(&mut n, 3, 3, vote_req("n2", "n1", 8, 0, 2, false));
     assert_eq!(
         vote_result(&drain(&mut n)[0]),
         (VoteResult::REJECT_EXPIRED_VOTE_TERM, 9)
     );
     // Unknown and self candidates.
-    n.handle(
-        4,
-        Input::Request {
-            id: 4,
-            req: vote_req("zz", "n1", 9, 0, 2, false),
-        },
-    );
+    request(&mut n, 4, 4, vote_req("zz", "n1", 9, 0, 2, false));
     assert_eq!(
         vote_result(&drain(&mut n)[0]).0,
         VoteResult::REJECT_UNKNOWN_LEADER
@@ -304,13 +268,7 @@ fn pre_vote_is_refused_while_the_leader_lease_holds_and_changes_nothing() {
             resp: Response::HeartBeat(Common::default())
         }
     );
-    n.handle(
-        20,
-        Input::Request {
-            id: 2,
-            req: vote_req("n2", "n1", 3, 100, 2, true),
-        },
-    );
+    request(&mut n, 20, 2, vote_req("n2", "n1", 3, 100, 2, true));
     let a = drain(&mut n);
     assert_eq!(a.len(), 1);
     assert_eq!(
@@ -320,13 +278,7 @@ fn pre_vote_is_refused_while_the_leader_lease_holds_and_changes_nothing() {
     // After the lease (600 ms) the same pre-vote is granted, still without any state change.
     n.tick(700);
     let _ = drain(&mut n);
-    n.handle(
-        701,
-        Input::Request {
-            id: 3,
-            req: vote_req("n2", "n1", 3, 100, 2, true),
-        },
-    );
+    request(&mut n, 701, 3, vote_req("n2", "n1", 3, 100, 2, true));
     let a = drain(&mut n);
     assert_eq!(vote_result(&a[0]), (VoteResult::ACCEPT, 2));
     assert_eq!(
@@ -342,13 +294,7 @@ fn pre_vote_is_refused_while_the_leader_lease_holds_and_changes_nothing() {
 fn heartbeat_checks_follow_the_spec_order() {
     let mut n = node("n1", 3);
     let mut req = Common::request("g", "n0", "n1", Some("n0"), 2);
-    n.handle(
-        1,
-        Input::Request {
-            id: 1,
-            req: Request::HeartBeat(req.clone()),
-        },
-    );
+    request(&mut n, 1, 1, Request::HeartBeat(req.clone()));
     let _ = drain(&mut n);
     for (leader, term, code) in [
         ("zz", 2, DLedgerCode::UNKNOWN_MEMBER),
@@ -358,13 +304,7 @@ fn heartbeat_checks_follow_the_spec_order() {
     ] {
         req.leader_id = Some(leader.into());
         req.term = term;
-        n.handle(
-            2,
-            Input::Request {
-                id: 2,
-                req: Request::HeartBeat(req.clone()),
-            },
-        );
+        request(&mut n, 2, 2, Request::HeartBeat(req.clone()));
         match drain(&mut n).as_slice() {
             [Action::Respond {
                 resp: Response::HeartBeat(h),
@@ -379,13 +319,7 @@ fn heartbeat_checks_follow_the_spec_order() {
         }
     }
     req.group = Some("other".into());
-    n.handle(
-        3,
-        Input::Request {
-            id: 3,
-            req: Request::HeartBeat(req),
-        },
-    );
+    request(&mut n, 3, 3, Request::HeartBeat(req));
     assert_eq!(drain(&mut n)[0], {
         let mut c = Common::request("other", "n0", "n1", Some("n0"), 2);
         c.code = DLedgerCode::UNKNOWN_GROUP;
@@ -452,57 +386,32 @@ fn follower_applies_in_order_buffers_gaps_and_clamps_commit() {
     let mut n = node("n1", 3);
     // Empty follower: COMPARE of index 0 fails, TRUNCATE at 0 writes it.
     let e0 = entry(0, 1, 0, b"");
-    n.handle(
+    request(
+        &mut n,
         1,
-        Input::Request {
-            id: 1,
-            req: push(PushType::COMPARE, 1, -1, vec![e0.clone()]),
-        },
+        1,
+        push(PushType::COMPARE, 1, -1, vec![e0.clone()]),
     );
     let a = drain(&mut n);
     assert_eq!(
         push_code(a.last().unwrap()),
         (1, DLedgerCode::INCONSISTENT_STATE, -1)
     );
-    n.handle(
-        2,
-        Input::Request {
-            id: 2,
-            req: push(PushType::TRUNCATE, 1, 0, vec![e0]),
-        },
-    );
+    request(&mut n, 2, 2, push(PushType::TRUNCATE, 1, 0, vec![e0]));
     let a = drain(&mut n);
     assert_eq!(a[0], Action::CommitAdvanced { index: 0, pos: 48 });
     assert_eq!(push_code(&a[1]), (2, DLedgerCode::SUCCESS, 0));
     // Index 2 arrives before 1: buffered, a duplicate is REPEATED_PUSH.
     let e1 = entry(1, 1, 48, b"a");
     let e2 = entry(2, 1, 97, b"b");
-    n.handle(
-        3,
-        Input::Request {
-            id: 3,
-            req: push(PushType::APPEND, 1, 5, vec![e2.clone()]),
-        },
-    );
+    request(&mut n, 3, 3, push(PushType::APPEND, 1, 5, vec![e2.clone()]));
     assert_eq!(drain(&mut n), vec![]);
-    n.handle(
-        4,
-        Input::Request {
-            id: 4,
-            req: push(PushType::APPEND, 1, 5, vec![e2]),
-        },
-    );
+    request(&mut n, 4, 4, push(PushType::APPEND, 1, 5, vec![e2]));
     assert_eq!(
         push_code(&drain(&mut n)[0]),
         (4, DLedgerCode::REPEATED_PUSH, 0)
     );
-    n.handle(
-        5,
-        Input::Request {
-            id: 5,
-            req: push(PushType::APPEND, 1, 5, vec![e1.clone()]),
-        },
-    );
+    request(&mut n, 5, 5, push(PushType::APPEND, 1, 5, vec![e1.clone()]));
     let a = drain(&mut n);
     // Commit 5 from the leader is clamped to the verified end (R7).
     assert_eq!(a[0], Action::CommitAdvanced { index: 1, pos: 97 });
@@ -510,13 +419,7 @@ fn follower_applies_in_order_buffers_gaps_and_clamps_commit() {
     assert_eq!(a[2], Action::CommitAdvanced { index: 2, pos: 146 });
     assert_eq!(push_code(&a[3]), (3, DLedgerCode::SUCCESS, 2));
     // A lost ack: the same entry again is SUCCESS without change.
-    n.handle(
-        6,
-        Input::Request {
-            id: 6,
-            req: push(PushType::APPEND, 1, 2, vec![e1]),
-        },
-    );
+    request(&mut n, 6, 6, push(PushType::APPEND, 1, 2, vec![e1]));
     assert_eq!(push_code(&drain(&mut n)[0]), (6, DLedgerCode::SUCCESS, 2));
     assert_eq!(n.committed_index(), 2);
 }
@@ -524,29 +427,26 @@ fn follower_applies_in_order_buffers_gaps_and_clamps_commit() {
 #[test]
 fn follower_refuses_to_truncate_committed_entries_and_stale_leaders() {
     let mut n = node("n1", 3);
-    n.handle(
+    request(
+        &mut n,
         1,
-        Input::Request {
-            id: 1,
-            req: push(PushType::TRUNCATE, 1, 0, vec![entry(0, 1, 0, b"")]),
-        },
+        1,
+        push(PushType::TRUNCATE, 1, 0, vec![entry(0, 1, 0, b"")]),
     );
-    n.handle(
+    request(
+        &mut n,
         2,
-        Input::Request {
-            id: 2,
-            req: push(PushType::APPEND, 1, 1, vec![entry(1, 1, 48, b"a")]),
-        },
+        2,
+        push(PushType::APPEND, 1, 1, vec![entry(1, 1, 48, b"a")]),
     );
     let _ = drain(&mut n);
     assert_eq!(n.committed_index(), 1);
     // A term-2 leader claims a different entry 1: refused, committed entries stay.
-    n.handle(
+    request(
+        &mut n,
         3,
-        Input::Request {
-            id: 3,
-            req: push(PushType::TRUNCATE, 2, 1, vec![entry(1, 2, 48, b"z")]),
-        },
+        3,
+        push(PushType::TRUNCATE, 2, 1, vec![entry(1, 2, 48, b"z")]),
     );
     let a = drain(&mut n);
     assert_eq!(
@@ -554,13 +454,7 @@ fn follower_refuses_to_truncate_committed_entries_and_stale_leaders() {
         (3, DLedgerCode::INCONSISTENT_STATE, 1)
     );
     // A term-1 push after the term moved to 2 is EXPIRED_TERM carrying our term.
-    n.handle(
-        4,
-        Input::Request {
-            id: 4,
-            req: push(PushType::COMMIT, 1, 1, vec![]),
-        },
-    );
+    request(&mut n, 4, 4, push(PushType::COMMIT, 1, 1, vec![]));
     match drain(&mut n).as_slice() {
         [Action::Respond {
             resp: Response::Push(p),
@@ -581,12 +475,11 @@ fn follower_refuses_to_truncate_committed_entries_and_stale_leaders() {
 fn follower_refuses_a_blind_truncate_over_entries_it_has_not_seen_committed() {
     let mut n = node("n1", 3);
     // Term 1: entries 0..=2 from n0, only 0 known committed.
-    n.handle(
+    request(
+        &mut n,
         1,
-        Input::Request {
-            id: 1,
-            req: push(PushType::TRUNCATE, 1, 0, vec![entry(0, 1, 0, b"")]),
-        },
+        1,
+        push(PushType::TRUNCATE, 1, 0, vec![entry(0, 1, 0, b"")]),
     );
     n.handle(
         2,
@@ -605,13 +498,7 @@ fn follower_refuses_a_blind_truncate_over_entries_it_has_not_seen_committed() {
     // A term-2 leader whose log begins at 2 (it deleted 0..=1) sends its entry 2: our 1 would
     // stay under it unverified. Refused, nothing changes.
     let blind = push(PushType::TRUNCATE, 2, 5, vec![entry(2, 2, 97, b"x")]);
-    n.handle(
-        3,
-        Input::Request {
-            id: 3,
-            req: blind.clone(),
-        },
-    );
+    request(&mut n, 3, 3, blind.clone());
     let a = drain(&mut n);
     assert_eq!(
         push_code(a.last().unwrap()),
@@ -717,6 +604,10 @@ fn propose(n: &mut Node<MemLog>, now: u64, id: u64, body: &'static [u8]) {
             body: Bytes::from_static(body),
         },
     );
+}
+
+fn request(n: &mut Node<MemLog>, now: u64, id: u64, req: Request) {
+    n.handle(now, Input::Request { id, req });
 }
 
 fn reply_ok(n: &mut Node<MemLog>, now: u64, call: CallId, resp: Response) {
@@ -935,28 +826,20 @@ fn transfer_waits_for_catch_up_then_asks_the_transferee() {
     }
     // The transferee campaigns at once, skipping the pre-vote.
     let mut f = node("n2", 3);
-    f.handle(
+    request(
+        &mut f,
         5,
-        Input::Request {
-            id: 1,
-            req: Request::HeartBeat(Common::request("g", "n0", "n2", Some("n0"), 1)),
-        },
+        1,
+        Request::HeartBeat(Common::request("g", "n0", "n2", Some("n0"), 1)),
     );
-    f.handle(
+    request(
+        &mut f,
         6,
-        Input::Request {
-            id: 2,
-            req: push_to("n2", PushType::TRUNCATE, 1, -1, vec![entry(0, 1, 0, b"")]),
-        },
+        2,
+        push_to("n2", PushType::TRUNCATE, 1, -1, vec![entry(0, 1, 0, b"")]),
     );
     let _ = drain(&mut f);
-    f.handle(
-        7,
-        Input::Request {
-            id: 3,
-            req: c[0].2.clone(),
-        },
-    );
+    request(&mut f, 7, 3, c[0].2.clone());
     let a = drain(&mut f);
     assert_eq!(a[1], hs(2, Some("n2")));
     assert_eq!(calls(&a)[0].2, vote_req("n2", "n0", 2, 0, 1, false));
@@ -972,29 +855,16 @@ fn transfer_waits_for_catch_up_then_asks_the_transferee() {
 fn duplicated_truncate_does_not_undo_acknowledged_appends() {
     let mut n = node("n1", 3);
     let truncate = push(PushType::TRUNCATE, 1, -1, vec![entry(0, 1, 0, b"")]);
-    n.handle(
-        1,
-        Input::Request {
-            id: 1,
-            req: truncate.clone(),
-        },
-    );
-    n.handle(
+    request(&mut n, 1, 1, truncate.clone());
+    request(
+        &mut n,
         2,
-        Input::Request {
-            id: 2,
-            req: push(PushType::APPEND, 1, -1, vec![entry(1, 1, 48, b"a")]),
-        },
+        2,
+        push(PushType::APPEND, 1, -1, vec![entry(1, 1, 48, b"a")]),
     );
     let _ = drain(&mut n);
     assert_eq!(n.log().end_index(), 1);
-    n.handle(
-        3,
-        Input::Request {
-            id: 3,
-            req: truncate,
-        },
-    );
+    request(&mut n, 3, 3, truncate);
     assert_eq!(push_code(&drain(&mut n)[0]), (3, DLedgerCode::SUCCESS, 1));
     assert_eq!(
         n.log().end_index(),
@@ -1024,12 +894,11 @@ fn sync_flush_truncate_rewrite_waits_for_the_flush() {
         0,
     )
     .unwrap();
-    n.handle(
+    request(
+        &mut n,
         1,
-        Input::Request {
-            id: 1,
-            req: push(PushType::TRUNCATE, 2, -1, vec![entry(0, 2, 0, b"new")]),
-        },
+        1,
+        push(PushType::TRUNCATE, 2, -1, vec![entry(0, 2, 0, b"new")]),
     );
     let a = drain(&mut n);
     assert!(
@@ -1115,13 +984,7 @@ fn real_vote_candidate(me: &str) -> Node<MemLog> {
 fn a_split_vote_is_broken_by_member_order() {
     // n0 and n1 both voted for themselves in term 1: n0 (listed first) retries soon...
     let mut n = real_vote_candidate("n0");
-    n.handle(
-        1_002,
-        Input::Request {
-            id: 9,
-            req: vote_req("n1", "n0", 1, -1, -1, false),
-        },
-    );
+    request(&mut n, 1_002, 9, vote_req("n1", "n0", 1, -1, -1, false));
     let a = drain(&mut n);
     assert_eq!(
         vote_result(a.last().unwrap()),
@@ -1134,13 +997,7 @@ fn a_split_vote_is_broken_by_member_order() {
     );
     // ...while n2, split against n1 (listed before it), waits at least maxVoteIntervalMs.
     let mut n = real_vote_candidate("n2");
-    n.handle(
-        1_002,
-        Input::Request {
-            id: 9,
-            req: vote_req("n1", "n2", 1, -1, -1, false),
-        },
-    );
+    request(&mut n, 1_002, 9, vote_req("n1", "n2", 1, -1, -1, false));
     drain(&mut n);
     let wait = n.election.next_round_ms - 1_002;
     assert!((450..525).contains(&wait), "later-listed waits {wait} ms");
@@ -1151,13 +1008,7 @@ fn a_pre_vote_granted_after_we_voted_for_someone_else_starts_no_vote() {
     let mut n = node("n0", 3);
     n.tick(1_000);
     let c = calls(&drain(&mut n)); // pre-vote for term 1
-    n.handle(
-        1_001,
-        Input::Request {
-            id: 9,
-            req: vote_req("n1", "n0", 1, -1, -1, false),
-        },
-    );
+    request(&mut n, 1_001, 9, vote_req("n1", "n0", 1, -1, -1, false));
     let a = drain(&mut n);
     assert_eq!(vote_result(a.last().unwrap()), (VoteResult::ACCEPT, 1));
     // The stale pre-vote grant arrives: starting a term-2 vote would depose n1.
@@ -1390,22 +1241,15 @@ fn transfer_succeeds_once_the_transferee_leads_and_fails_if_another_member_does(
         );
         assert_eq!(drain(&mut n), vec![]);
         // The transferee's vote deposes us; the outcome is not known yet.
-        n.handle(
-            1_014,
-            Input::Request {
-                id: 1,
-                req: vote_req("n2", "n0", 2, 0, 1, false),
-            },
-        );
+        request(&mut n, 1_014, 1, vote_req("n2", "n0", 2, 0, 1, false));
         let a = drain(&mut n);
         assert_eq!(transfers_done(&a), vec![]);
         assert_eq!(vote_result(a.last().unwrap()).0, VoteResult::ACCEPT);
-        n.handle(
+        request(
+            &mut n,
             1_015,
-            Input::Request {
-                id: 2,
-                req: Request::HeartBeat(Common::request("g", leader, "n0", Some(leader), 2)),
-            },
+            2,
+            Request::HeartBeat(Common::request("g", leader, "n0", Some(leader), 2)),
         );
         let a = drain(&mut n);
         assert_eq!(
@@ -1427,13 +1271,7 @@ fn transfer_succeeds_once_the_transferee_leads_and_fails_if_another_member_does(
 #[test]
 fn a_handover_without_a_known_leader_fails_at_its_deadline() {
     let (mut n, _call) = leader3_transfer_sent();
-    n.handle(
-        1_014,
-        Input::Request {
-            id: 1,
-            req: vote_req("n2", "n0", 2, 0, 1, false),
-        },
-    );
+    request(&mut n, 1_014, 1, vote_req("n2", "n0", 2, 0, 1, false));
     let _ = drain(&mut n);
     // Started at 1_010: leadershipTransferWaitTimeout 1_000 + maxVoteIntervalMs 450.
     n.tick(2_459);
@@ -1456,12 +1294,11 @@ fn losing_leadership_before_the_transferee_caught_up_fails_the_transfer() {
     let (mut n, _) = leader3();
     n.handle(1_010, Input::TransferLeadership { to: "n2".into() });
     let _ = drain(&mut n);
-    n.handle(
+    request(
+        &mut n,
         1_011,
-        Input::Request {
-            id: 1,
-            req: Request::HeartBeat(Common::request("g", "n1", "n0", Some("n1"), 3)),
-        },
+        1,
+        Request::HeartBeat(Common::request("g", "n1", "n0", Some("n1"), 3)),
     );
     let a = drain(&mut n);
     assert_eq!(
@@ -1497,13 +1334,7 @@ fn admin_transfer_request_is_answered_with_the_real_outcome() {
         assert_eq!(code_of(&a[0]), (id, code, Some("admin".into()), 1));
     }
     // Accepted: no answer until the transferee answered.
-    n.handle(
-        1_011,
-        Input::Request {
-            id: 3,
-            req: admin_transfer("n2", 1),
-        },
-    );
+    request(&mut n, 1_011, 3, admin_transfer("n2", 1));
     assert_eq!(drain(&mut n), vec![]);
     let (compare_n2, _) = push_call_to(&c, "n2");
     reply_ok(&mut n, 1_012, compare_n2, push_ok(0, 1, 0, 1));
@@ -1531,12 +1362,11 @@ fn admin_transfer_request_is_answered_with_the_real_outcome() {
 #[test]
 fn transferee_refuses_a_stale_or_foreign_transfer_request() {
     let mut f = node("n2", 3);
-    f.handle(
+    request(
+        &mut f,
         5,
-        Input::Request {
-            id: 1,
-            req: Request::HeartBeat(Common::request("g", "n0", "n2", Some("n0"), 2)),
-        },
+        1,
+        Request::HeartBeat(Common::request("g", "n0", "n2", Some("n0"), 2)),
     );
     let _ = drain(&mut f);
     let ask = |from: &str, term: i64| {
