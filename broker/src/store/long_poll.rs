@@ -35,29 +35,10 @@ pub async fn hold_until(
     let deadline = tokio::time::Instant::now() + hold;
     dispatched.borrow_and_update();
     loop {
-        if let Some(wake) =
-            check_then_wait_dispatch(&mut dispatched, deadline, stop, &mut ready).await
-        {
+        let progressed = async { dispatched.changed().await.is_ok() };
+        if let Some(wake) = check_then_wait(&mut ready, stop, deadline, progressed).await {
             return wake;
         }
-    }
-}
-
-/// One round of [`hold_until`]: `Some` when the hold ends (`ready()` holds, the deadline
-/// passes, or `stop`), `None` after dispatch progressed.
-async fn check_then_wait_dispatch(
-    dispatched: &mut watch::Receiver<DispatchMark>,
-    deadline: tokio::time::Instant,
-    stop: &CancellationToken,
-    ready: &mut impl FnMut() -> bool,
-) -> Option<Wake> {
-    if ready() {
-        return Some(Wake::Ready);
-    }
-    tokio::select! {
-        _ = stop.cancelled() => Some(Wake::Shutdown),
-        _ = tokio::time::sleep_until(deadline) => Some(Wake::Timeout),
-        r = dispatched.changed() => r.is_err().then_some(Wake::Shutdown),
     }
 }
 
@@ -76,9 +57,8 @@ pub async fn hold_for_queue(
     dispatched.borrow_and_update();
     loop {
         let Some(q) = cqs.get(topic, queue_id) else {
-            if let Some(wake) =
-                check_then_wait_dispatch(&mut dispatched, deadline, stop, &mut ready).await
-            {
+            let progressed = async { dispatched.changed().await.is_ok() };
+            if let Some(wake) = check_then_wait(&mut ready, stop, deadline, progressed).await {
                 return wake;
             }
             continue;
@@ -87,14 +67,31 @@ pub async fn hold_for_queue(
         let grown = q.appended().notified();
         tokio::pin!(grown);
         grown.as_mut().enable();
-        if ready() {
-            return Wake::Ready;
+        let grew = async {
+            grown.await;
+            true
+        };
+        if let Some(wake) = check_then_wait(&mut ready, stop, deadline, grew).await {
+            return wake;
         }
-        tokio::select! {
-            _ = stop.cancelled() => return Wake::Shutdown,
-            _ = tokio::time::sleep_until(deadline) => return Wake::Timeout,
-            _ = &mut grown => {}
-        }
+    }
+}
+
+/// One round of a hold: `Some` when it ends (`ready()` holds, `deadline` passes, `stop` is
+/// cancelled, or `woken` yields false: its source is gone), `None` once `woken` yields true.
+async fn check_then_wait(
+    ready: &mut impl FnMut() -> bool,
+    stop: &CancellationToken,
+    deadline: tokio::time::Instant,
+    woken: impl std::future::Future<Output = bool>,
+) -> Option<Wake> {
+    if ready() {
+        return Some(Wake::Ready);
+    }
+    tokio::select! {
+        _ = stop.cancelled() => Some(Wake::Shutdown),
+        _ = tokio::time::sleep_until(deadline) => Some(Wake::Timeout),
+        alive = woken => (!alive).then_some(Wake::Shutdown),
     }
 }
 
