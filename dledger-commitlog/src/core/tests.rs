@@ -424,8 +424,9 @@ fn follower_applies_in_order_buffers_gaps_and_clamps_commit() {
     assert_eq!(n.committed_index(), 2);
 }
 
-#[test]
-fn follower_refuses_to_truncate_committed_entries_and_stale_leaders() {
+/// Follower n1 that took n0's term-1 log: an empty entry 0 by TRUNCATE (at 1 ms), then
+/// `bodies` as entries 1.. in one APPEND carrying commit index `commit` (at 2 ms).
+fn follower_with_term1_entries(bodies: &[&'static [u8]], commit: i64) -> Node<MemLog> {
     let mut n = node("n1", 3);
     request(
         &mut n,
@@ -433,13 +434,20 @@ fn follower_refuses_to_truncate_committed_entries_and_stale_leaders() {
         1,
         push(PushType::TRUNCATE, 1, 0, vec![entry(0, 1, 0, b"")]),
     );
-    request(
-        &mut n,
-        2,
-        2,
-        push(PushType::APPEND, 1, 1, vec![entry(1, 1, 48, b"a")]),
-    );
+    let mut pos = 48; // entry 0: a 48-byte header, no body
+    let mut entries = Vec::new();
+    for (i, &body) in bodies.iter().enumerate() {
+        entries.push(entry(i as i64 + 1, 1, pos, body));
+        pos += 48 + body.len() as i64;
+    }
+    request(&mut n, 2, 2, push(PushType::APPEND, 1, commit, entries));
     let _ = drain(&mut n);
+    n
+}
+
+#[test]
+fn follower_refuses_to_truncate_committed_entries_and_stale_leaders() {
+    let mut n = follower_with_term1_entries(&[b"a"], 1);
     assert_eq!(n.committed_index(), 1);
     // A term-2 leader claims a different entry 1: refused, committed entries stay.
     request(
@@ -473,27 +481,8 @@ fn follower_refuses_to_truncate_committed_entries_and_stale_leaders() {
 /// below it unverified; a follower accepts it only over entries committed here (or none).
 #[test]
 fn follower_refuses_a_blind_truncate_over_entries_it_has_not_seen_committed() {
-    let mut n = node("n1", 3);
     // Term 1: entries 0..=2 from n0, only 0 known committed.
-    request(
-        &mut n,
-        1,
-        1,
-        push(PushType::TRUNCATE, 1, 0, vec![entry(0, 1, 0, b"")]),
-    );
-    n.handle(
-        2,
-        Input::Request {
-            id: 2,
-            req: push(
-                PushType::APPEND,
-                1,
-                0,
-                vec![entry(1, 1, 48, b"a"), entry(2, 1, 97, b"b")],
-            ),
-        },
-    );
-    let _ = drain(&mut n);
+    let mut n = follower_with_term1_entries(&[b"a", b"b"], 0);
     assert_eq!((n.committed_index(), n.log().end_index()), (0, 2));
     // A term-2 leader whose log begins at 2 (it deleted 0..=1) sends its entry 2: our 1 would
     // stay under it unverified. Refused, nothing changes.
@@ -507,22 +496,7 @@ fn follower_refuses_a_blind_truncate_over_entries_it_has_not_seen_committed() {
     assert_eq!(n.log().entry(1).unwrap().body, Bytes::from_static(b"a"));
     // Once 1 is known committed (a COMMIT of the old term cannot come any more, but a restart
     // from a checkpoint can give it), the same TRUNCATE is safe and applied.
-    let mut m = node("n1", 3);
-    for (id, req) in [
-        push(PushType::TRUNCATE, 1, 0, vec![entry(0, 1, 0, b"")]),
-        push(
-            PushType::APPEND,
-            1,
-            1,
-            vec![entry(1, 1, 48, b"a"), entry(2, 1, 97, b"b")],
-        ),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        m.handle(id as u64, Input::Request { id: id as u64, req });
-    }
-    let _ = drain(&mut m);
+    let mut m = follower_with_term1_entries(&[b"a", b"b"], 1);
     assert_eq!(m.committed_index(), 1);
     m.handle(3, Input::Request { id: 3, req: blind });
     let a = drain(&mut m);
