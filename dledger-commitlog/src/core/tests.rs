@@ -1037,6 +1037,21 @@ fn admin_transfer(to: &str, term: i64) -> Request {
     })
 }
 
+/// Ticking to just before `deadline` ends no transfer; ticking to it fails the transfer to
+/// n2 with TAKE_LEADERSHIP_FAILED and `reason`.
+fn transfer_to_n2_fails_at(n: &mut Node<MemLog>, deadline: u64, reason: &str) {
+    n.tick(deadline - 1);
+    assert_eq!(transfers_done(&drain(n)), vec![]);
+    n.tick(deadline);
+    assert_eq!(
+        transfers_done(&drain(n)),
+        vec![transfer_done(
+            "n2",
+            Err((DLedgerCode::TAKE_LEADERSHIP_FAILED, reason))
+        )]
+    );
+}
+
 /// A leader (n0, term 1) that started a transfer to n2 at 1_010 and, once n2 acknowledged
 /// the no-op at 1_012, sent it LEADERSHIP_TRANSFER; returns that call's id.
 fn leader3_transfer_sent() -> (Node<MemLog>, CallId) {
@@ -1119,18 +1134,10 @@ fn transfer_fails_when_the_transferee_does_not_catch_up_in_time() {
     n.cfg.leadership_transfer_wait_timeout_ms = 100;
     n.handle(1_010, Input::TransferLeadership { to: "n2".into() });
     assert_eq!(drain(&mut n), vec![]);
-    n.tick(1_109);
-    assert_eq!(transfers_done(&drain(&mut n)), vec![]);
-    n.tick(1_110);
-    assert_eq!(
-        transfers_done(&drain(&mut n)),
-        vec![transfer_done(
-            "n2",
-            Err((
-                DLedgerCode::TAKE_LEADERSHIP_FAILED,
-                "n2 did not catch up within leadershipTransferWaitTimeout 100 ms (has -1, leader end 0)"
-            ))
-        )]
+    transfer_to_n2_fails_at(
+        &mut n,
+        1_110,
+        "n2 did not catch up within leadershipTransferWaitTimeout 100 ms (has -1, leader end 0)",
     );
     // Proposals are taken again.
     propose(&mut n, 1_111, 1, b"m");
@@ -1248,18 +1255,10 @@ fn a_handover_without_a_known_leader_fails_at_its_deadline() {
     request(&mut n, 1_014, 1, vote_req("n2", "n0", 2, 0, 1, false));
     let _ = drain(&mut n);
     // Started at 1_010: leadershipTransferWaitTimeout 1_000 + maxVoteIntervalMs 450.
-    n.tick(2_459);
-    assert_eq!(transfers_done(&drain(&mut n)), vec![]);
-    n.tick(2_460);
-    assert_eq!(
-        transfers_done(&drain(&mut n)),
-        vec![transfer_done(
-            "n2",
-            Err((
-                DLedgerCode::TAKE_LEADERSHIP_FAILED,
-                "no leader known 1450 ms after asking n2 to take over"
-            ))
-        )]
+    transfer_to_n2_fails_at(
+        &mut n,
+        2_460,
+        "no leader known 1450 ms after asking n2 to take over",
     );
 }
 
