@@ -30,6 +30,7 @@ use dashmap::DashMap;
 
 use super::mapped_words::MappedWords;
 use super::StoreError;
+use crate::message::record::DLEDGER_ENTRY_HEADER_LEN;
 
 /// Bytes per unit.
 pub const CQ_UNIT_SIZE: usize = 20;
@@ -964,6 +965,15 @@ impl ConsumeQueueSet {
     pub fn truncate_physical(&self, physical_offset: i64) -> Result<(), StoreError> {
         for q in self.queues() {
             q.truncate_physical(physical_offset)?;
+        }
+        // No queue holds the entries from here on any more: neither the dispatch progress nor
+        // the checkpoint may claim them, or a restart resumes past the cut and leaves a hole.
+        let cut_end = (physical_offset - DLEDGER_ENTRY_HEADER_LEN).max(0);
+        self.dispatched_end.fetch_min(cut_end, Ordering::AcqRel);
+        let mut cp = lock(&self.checkpoint);
+        if cp.is_some_and(|c| c > cut_end) {
+            write_checkpoint(&self.root, cut_end)?;
+            *cp = Some(cut_end);
         }
         Ok(())
     }

@@ -136,7 +136,11 @@ impl Dispatcher {
             Ok(Some(e)) => e.pos,
             _ => 0,
         };
-        let queues_from = queue_resume_pos(&cqs, log_start);
+        // Never past this member's committed end: nothing beyond it was dispatched.
+        let queues_from = match queue_resume_pos(&cqs, log_start) {
+            q if committed.index >= 0 => q.min(committed.end_pos),
+            q => q,
+        };
         // The record at `last_physical_offset` is indexed; the next entry starts after it.
         let last_indexed = index.last_physical_offset();
         let index_from = if last_indexed > 0 {

@@ -5,6 +5,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
@@ -24,6 +25,8 @@ pub(crate) struct ProbedLog {
     proposals: AtomicUsize,
     /// The proposal (counted from 0) answered `Timeout`.
     timeout_at: Option<usize>,
+    /// What `committed()` publishes instead of the inner log's mark, once set.
+    commit_override: std::sync::Mutex<Option<Arc<watch::Sender<CommitMark>>>>,
 }
 
 impl ProbedLog {
@@ -33,7 +36,16 @@ impl ProbedLog {
             reads: AtomicUsize::new(0),
             proposals: AtomicUsize::new(0),
             timeout_at: None,
+            commit_override: std::sync::Mutex::new(None),
         }
+    }
+
+    /// From now on `committed()` shows `mark` (a restarted member whose checkpointed commit
+    /// lags what it dispatched before); the returned sender moves it on.
+    pub(crate) fn override_committed(&self, mark: CommitMark) -> Arc<watch::Sender<CommitMark>> {
+        let tx = Arc::new(watch::channel(mark).0);
+        *self.commit_override.lock().unwrap() = Some(Arc::clone(&tx));
+        tx
     }
 
     /// Proposal number `n` (from 0) is appended and committed but answered `Timeout`.
@@ -65,7 +77,10 @@ impl ReplicatedLog for ProbedLog {
         self.inner.role()
     }
     fn committed(&self) -> watch::Receiver<CommitMark> {
-        self.inner.committed()
+        match &*self.commit_override.lock().unwrap() {
+            Some(tx) => tx.subscribe(),
+            None => self.inner.committed(),
+        }
     }
     fn committed_entry(&self, index: i64) -> Result<Option<LogEntry>, String> {
         self.reads.fetch_add(1, Ordering::SeqCst);

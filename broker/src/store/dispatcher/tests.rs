@@ -13,6 +13,7 @@ use bytes::{Bytes, BytesMut};
 use super::*;
 use crate::message::properties::append_property;
 use crate::message::record::RecordFields;
+use crate::store::commit_log::CommitMark;
 use crate::store::consume_queue::{CQ_UNIT_SIZE, DISPATCH_CHECKPOINT_FILE};
 use crate::store::index_file::{IndexConfig, HASH_SLOT_LEN, INDEX_ENTRY_LEN, INDEX_HEADER_LEN};
 use crate::store::mem_log::MemLog;
@@ -316,5 +317,40 @@ async fn nothing_is_re_read_when_nothing_lags() {
     send(&log, &mut sent, 1, 12).await;
     let (cqs, index) = run_until(store, 16).await;
     assert_eq!(log.reads.load(Ordering::SeqCst), 1);
+    assert_complete(&cqs, &index, &sent);
+}
+
+/// Regression (MP-01 flake): after a restart the store's committed index comes from its
+/// checkpoint and can lag what the queues already hold (and the dispatch checkpoint claims).
+/// Recovery trims the queues to the committed end; dispatch must resume right there, not at
+/// the dispatch checkpoint, or every queue keeps a hole ("expected logical offset 5, got 10").
+#[tokio::test]
+async fn queues_trimmed_to_a_lagging_commit_are_refilled_from_the_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = new_log();
+    let mut sent = Vec::new();
+    send(&log, &mut sent, 20, usize::MAX).await;
+    let (cqs, _) = run_until(open(dir.path(), &log), 19).await;
+    cqs.flush_all().unwrap();
+    let end19 = log.inner.committed_entry(19).unwrap().unwrap().end_pos();
+    assert_eq!(cqs.dispatch_checkpoint(), Some(end19));
+    drop(cqs);
+    let end9 = log.inner.committed_entry(9).unwrap().unwrap().end_pos();
+    let commit = log.override_committed(CommitMark {
+        index: 9,
+        end_pos: end9,
+    });
+    let store = open(dir.path(), &log);
+    assert_eq!(
+        store.cqs.dispatch_checkpoint(),
+        Some(end9),
+        "checkpoint lowered with the cut"
+    );
+    assert_eq!(store.rx.borrow().index, 9);
+    commit.send_replace(CommitMark {
+        index: 19,
+        end_pos: end19,
+    });
+    let (cqs, index) = run_until(store, 19).await;
     assert_complete(&cqs, &index, &sent);
 }
