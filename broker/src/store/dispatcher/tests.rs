@@ -354,3 +354,49 @@ async fn queues_trimmed_to_a_lagging_commit_are_refilled_from_the_cut() {
     let (cqs, index) = run_until(store, 19).await;
     assert_complete(&cqs, &index, &sent);
 }
+
+/// A consume-queue write that fails on the filesystem stalls dispatch at that record and is
+/// retried; the message is not skipped (consumers would never see it).
+#[tokio::test]
+async fn a_queue_the_filesystem_refuses_stalls_dispatch_until_it_can_be_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = new_log();
+    let mut sent = Vec::new();
+    send(&log, &mut sent, 6, usize::MAX).await;
+    let store = open(dir.path(), &log);
+    // The topic's directory cannot be created: a plain file is in its way.
+    let blocker = dir.path().join("consumequeue").join("T");
+    std::fs::create_dir_all(dir.path().join("consumequeue")).unwrap();
+    std::fs::write(&blocker, b"not a directory").unwrap();
+    let Store {
+        cqs,
+        index,
+        dispatcher,
+        mut rx,
+        ..
+    } = store;
+    log.reads.store(0, Ordering::SeqCst);
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(dispatcher.run(stop.clone()));
+    // Wait for the first attempt and one retry of the same entry.
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while log.reads.load(Ordering::SeqCst) < 2 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("dispatch did not retry");
+    assert_eq!(
+        rx.borrow().index,
+        -1,
+        "nothing published past the failed record"
+    );
+    std::fs::remove_file(&blocker).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), rx.wait_for(|m| m.index >= 5))
+        .await
+        .expect("dispatch did not resume")
+        .unwrap();
+    stop.cancel();
+    task.await.unwrap();
+    assert_complete(&cqs, &index, &sent);
+}
