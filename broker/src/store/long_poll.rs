@@ -2,7 +2,7 @@
 //! ([`hold_for_queue`]: the queue's own notification, raised by the dispatcher once per step
 //! in which that queue grew, so a step wakes only the pulls it concerns), the suspend timeout
 //! passes, or the broker shuts down. A pull for a queue that does not exist yet waits on the
-//! dispatcher's progress watch until it does ([`hold_until`]). No per-request task or table:
+//! dispatcher's progress watch until it does. No per-request task or table:
 //! the held request's own future does the waiting.
 
 use std::time::Duration;
@@ -22,24 +22,6 @@ pub enum Wake {
     Timeout,
     /// The broker is shutting down (or dispatch stopped).
     Shutdown,
-}
-
-/// Waits until `ready()` holds (checked after each dispatch progress), `hold` passes, or
-/// `stop` is cancelled.
-pub async fn hold_until(
-    mut dispatched: watch::Receiver<DispatchMark>,
-    hold: Duration,
-    stop: &CancellationToken,
-    mut ready: impl FnMut() -> bool,
-) -> Wake {
-    let deadline = tokio::time::Instant::now() + hold;
-    dispatched.borrow_and_update();
-    loop {
-        let progressed = async { dispatched.changed().await.is_ok() };
-        if let Some(wake) = check_then_wait(&mut ready, stop, deadline, progressed).await {
-            return wake;
-        }
-    }
 }
 
 /// Waits until `ready()` holds, checked whenever queue `topic`/`queue_id` grows (or, while
@@ -99,24 +81,41 @@ async fn check_then_wait(
 mod tests {
     use super::*;
 
+    /// A hold on a queue that does not exist waits on the dispatch progress watch.
     #[tokio::test]
     async fn wakes_on_progress_and_times_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let cqs = std::sync::Arc::new(ConsumeQueueSet::open(dir.path(), 20 * 100).unwrap());
         let (tx, rx) = watch::channel(DispatchMark::default());
         let stop = CancellationToken::new();
         let t0 = tokio::time::Instant::now();
         assert_eq!(
-            hold_until(rx.clone(), Duration::from_millis(50), &stop, || false).await,
+            hold_for_queue(
+                &cqs,
+                rx.clone(),
+                "T",
+                0,
+                Duration::from_millis(50),
+                &stop,
+                || false
+            )
+            .await,
             Wake::Timeout
         );
         assert!(t0.elapsed() >= Duration::from_millis(50));
         let h = tokio::spawn({
-            let rx = rx.clone();
-            let stop = stop.clone();
+            let (cqs, rx, stop) = (cqs.clone(), rx.clone(), stop.clone());
             async move {
                 let r = rx.clone();
-                hold_until(rx, Duration::from_secs(30), &stop, move || {
-                    r.borrow().index >= 3
-                })
+                hold_for_queue(
+                    &cqs,
+                    rx,
+                    "T",
+                    0,
+                    Duration::from_secs(30),
+                    &stop,
+                    move || r.borrow().index >= 3,
+                )
                 .await
             }
         });
@@ -127,7 +126,7 @@ mod tests {
         assert_eq!(h.await.unwrap(), Wake::Ready);
         stop.cancel();
         assert_eq!(
-            hold_until(rx, Duration::from_secs(30), &stop, || false).await,
+            hold_for_queue(&cqs, rx, "T", 0, Duration::from_secs(30), &stop, || false).await,
             Wake::Shutdown
         );
     }

@@ -161,27 +161,8 @@ mod tests {
     use crate::message::record::{CrcCheck, RecordView};
 
     fn record() -> Bytes {
-        use crate::message::record::{encode_record, MagicPolicy, MessageLimits, RecordFields};
-        let host = "127.0.0.1:10911".parse().unwrap();
-        let f = RecordFields {
-            queue_id: 0,
-            flag: 0,
-            queue_offset: 0,
-            physical_offset: 0,
-            sys_flag: 0,
-            born_timestamp: 1,
-            born_host: host,
-            store_timestamp: 2,
-            store_host: host,
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body: b"hello",
-            topic: "T",
-            properties: b"",
-        };
-        let mut b = bytes::BytesMut::new();
-        encode_record(&f, &MessageLimits::default(), MagicPolicy::Auto, &mut b).unwrap();
-        b.freeze()
+        use crate::store::test_support::{encode, record_fields};
+        encode(&record_fields("T", b"hello", b"")).freeze()
     }
 
     #[tokio::test]
