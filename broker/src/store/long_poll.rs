@@ -81,13 +81,26 @@ async fn check_then_wait(
 mod tests {
     use super::*;
 
-    /// A hold on a queue that does not exist waits on the dispatch progress watch.
-    #[tokio::test]
-    async fn wakes_on_progress_and_times_out() {
+    type Fixture = (
+        tempfile::TempDir,
+        std::sync::Arc<ConsumeQueueSet>,
+        watch::Sender<DispatchMark>,
+        watch::Receiver<DispatchMark>,
+        CancellationToken,
+    );
+
+    /// An empty queue set in a temp dir, a dispatch progress watch and a stop token.
+    fn fixture() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let cqs = std::sync::Arc::new(ConsumeQueueSet::open(dir.path(), 20 * 100).unwrap());
         let (tx, rx) = watch::channel(DispatchMark::default());
-        let stop = CancellationToken::new();
+        (dir, cqs, tx, rx, CancellationToken::new())
+    }
+
+    /// A hold on a queue that does not exist waits on the dispatch progress watch.
+    #[tokio::test]
+    async fn wakes_on_progress_and_times_out() {
+        let (_dir, cqs, tx, rx, stop) = fixture();
         let t0 = tokio::time::Instant::now();
         assert_eq!(
             hold_for_queue(
@@ -134,10 +147,7 @@ mod tests {
     #[tokio::test]
     async fn a_queue_hold_wakes_on_that_queue_only_and_waits_for_a_missing_queue() {
         use crate::store::consume_queue::CqUnit;
-        let dir = tempfile::tempdir().unwrap();
-        let cqs = std::sync::Arc::new(ConsumeQueueSet::open(dir.path(), 20 * 100).unwrap());
-        let (tx, rx) = watch::channel(DispatchMark::default());
-        let stop = CancellationToken::new();
+        let (_dir, cqs, tx, rx, stop) = fixture();
         let unit = |n: i64| CqUnit {
             physical_offset: 48 + 100 * n,
             size: 100,
