@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::budget::{BudgetHold, PartialFrameBudget};
-use crate::code::ResponseCode;
+use crate::code::{version, ResponseCode};
 use crate::command::{next_opaque, RemotingCommand, FLAG_ONEWAY, FLAG_RESPONSE};
 use crate::error::{FrameError, RemotingError};
 use crate::frame::{self, SerializeType, DEFAULT_MAX_FRAME_LEN};
@@ -83,6 +83,9 @@ impl Default for ConnectionConfig {
 
 /// Java's remark when a request is rejected for overload.
 pub const OVERLOAD_REMARK: &str = "[OVERLOAD]system busy, start flow control for a while";
+
+/// Java 5.x's remark of GO_AWAY, sent to newer clients while the server shuts down.
+pub const GO_AWAY_REMARK: &str = "please go away";
 
 /// Hasher for keys this process chooses itself (opaques are local counters, addresses come
 /// from configuration and routes), so a multiplicative hash is enough: SipHash showed up on
@@ -370,7 +373,7 @@ pub(crate) struct ConnectionContext {
     pub tasks: TaskTracker,
     /// Reader and writer tasks.
     pub io: TaskTracker,
-    /// Stop reading new frames (graceful shutdown, first phase).
+    /// Stop processing new requests (graceful shutdown, first phase).
     pub stop_reading: CancellationToken,
     /// Parent of every connection's close token (shutdown, last phase).
     pub close_all: CancellationToken,
@@ -562,10 +565,14 @@ async fn read_frames(
     let stop_reading = ctx.stop_reading.cancelled();
     let timer = tokio::time::sleep_until(conn.shared.last_activity() + cfg.idle_timeout);
     tokio::pin!(closed, stop_reading, timer);
+    // Set once the owner shuts down gracefully: frames are still read (responses complete
+    // their waiters, 5.x clients are told to go away) but no new request is processed.
+    let mut shutting_down = false;
     loop {
         loop {
             match frame::decode_frame(&mut buf, cfg.max_frame_len) {
                 Ok(Some(raw)) => match RemotingCommand::from_frame(raw) {
+                    Ok(cmd) if shutting_down => refuse_while_shutting_down(conn, cmd),
                     Ok(cmd) => dispatch(conn, cmd, ctx, running),
                     Err(e) => return ReadEnd::Frame(e),
                 },
@@ -595,8 +602,10 @@ async fn read_frames(
         tokio::select! {
             biased;
             _ = &mut closed => return ReadEnd::Closed,
-            _ = &mut stop_reading => return ReadEnd::Closed,
+            _ = &mut stop_reading, if !shutting_down => shutting_down = true,
             r = read_half.read_buf(&mut buf) => match r {
+                // The owner closes the connection once running processors are drained.
+                Ok(0) if shutting_down => return ReadEnd::Closed,
                 Ok(0) => return ReadEnd::Eof,
                 Ok(_) => conn.shared.touch(),
                 Err(e) => return ReadEnd::Io(e),
@@ -618,6 +627,22 @@ async fn read_frames(
             }
         }
     }
+}
+
+/// Routes a frame read while the owner shuts down: a response still completes its waiter; a
+/// request from a client newer than V5_3_1 is answered GO_AWAY "please go away" (spec §3, so
+/// it retries elsewhere); any other request is dropped unanswered, as if never read.
+fn refuse_while_shutting_down(conn: &ConnectionHandle, cmd: RemotingCommand) {
+    if cmd.is_response() {
+        conn.complete(cmd);
+        return;
+    }
+    if cmd.is_oneway() || cmd.version() <= version::V5_3_1 {
+        return;
+    }
+    let go_away = RemotingCommand::response_to(&cmd, ResponseCode::GO_AWAY, GO_AWAY_REMARK);
+    // Never wait here: the reader must keep reading responses.
+    let _ = conn.shared.outbox.try_push(&go_away);
 }
 
 /// Routes one incoming frame: responses complete a waiter; requests go to the processor.

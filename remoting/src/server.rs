@@ -1,8 +1,10 @@
 //! The accept loop: one reader task and one writer task for every accepted connection (plus a
 //! task for each request whose processor waits), with a connection cap and graceful shutdown.
 //!
-//! Shutdown order: stop accepting and reading, let running processors finish (bounded by
-//! `shutdown_grace`), flush their responses, close every connection.
+//! Shutdown order: stop accepting and processing new requests, let running processors finish
+//! (bounded by `shutdown_grace`), flush their responses, close every connection. While
+//! draining, connections still read: responses complete their waiters, requests from clients
+//! newer than V5_3_1 are answered GO_AWAY (Java 5.x), other requests are dropped unanswered.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -273,7 +275,8 @@ impl RemotingServer {
         self.ctx.partial_budget.used()
     }
 
-    /// Graceful shutdown: stop accepting and reading, drain processors, flush, close.
+    /// Graceful shutdown: stop accepting and processing new requests (GO_AWAY to clients newer
+    /// than V5_3_1), drain processors, flush, close.
     pub async fn shutdown(&self) {
         self.stop_accept.cancel();
         self.ctx.stop_reading.cancel();

@@ -301,6 +301,66 @@ async fn graceful_shutdown_answers_requests_in_progress() {
     tokio::join!(shutdown, reader);
 }
 
+#[tokio::test]
+async fn a_shutting_down_server_tells_clients_newer_than_5_3_1_to_go_away() {
+    let started = std::sync::Arc::new(tokio::sync::Notify::new());
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    let (st, g) = (started.clone(), gate.clone());
+    let server = RemotingServer::builder(ServerConfig::default())
+        .register(
+            RequestCode(1),
+            processor_fn(move |_c, _r| {
+                let (st, g) = (st.clone(), g.clone());
+                async move {
+                    st.notify_one();
+                    g.notified().await;
+                    Some(RemotingCommand::success().with_remark("finished"))
+                }
+            }),
+        )
+        .bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let mut s = connect(server.local_addr()).await;
+    s.write_all(&json_frame(r#"{"code":1,"opaque":21}"#))
+        .await
+        .unwrap();
+    // Held by its processor, the first request keeps the server in its drain phase.
+    started.notified().await;
+    let sd = server.shutdown();
+    tokio::pin!(sd);
+    let mut told_to_go_away = false;
+    tokio::select! {
+        biased;
+        // Ends only after the gate opened: the processor is held until then.
+        _ = &mut sd => {}
+        _ = async {
+            // Code 999 has no processor: were these processed, each would be answered
+            // REQUEST_CODE_NOT_SUPPORTED. V5_3_3 (479) > 475: GO_AWAY; V5_3_1 itself and a
+            // oneway request from a newer client: no answer.
+            let mut frames = json_frame(r#"{"code":999,"opaque":22,"version":479}"#);
+            frames.extend(json_frame(r#"{"code":999,"opaque":23,"version":475}"#));
+            frames.extend(json_frame(r#"{"code":999,"opaque":24,"version":479,"flag":2}"#));
+            s.write_all(&frames).await.unwrap();
+            let r = read_frame(&mut s).await;
+            assert_eq!(
+                (r.response_code(), r.opaque(), r.remark(), r.is_response()),
+                (ResponseCode::GO_AWAY, 22, Some("please go away"), true)
+            );
+            told_to_go_away = true;
+            gate.notify_one();
+            std::future::pending::<()>().await
+        } => {}
+    }
+    assert!(told_to_go_away);
+    let r = read_frame(&mut s).await;
+    assert_eq!((r.opaque(), r.remark()), (21, Some("finished")));
+    assert!(
+        read_to_close(&mut s).await.is_empty(),
+        "nothing for V5_3_1 or the oneway request"
+    );
+}
+
 /// Polls `server.partial_frame_bytes()` until it equals `want`.
 async fn wait_partial_bytes(server: &RemotingServer, want: usize) {
     let deadline = tokio::time::Instant::now() + T;
