@@ -43,10 +43,46 @@ pub(crate) fn encoded_len(n: usize) -> usize {
     n.div_ceil(3) * 4
 }
 
+/// A growable byte buffer the encoders append to: a `Vec<u8>`, or a `BytesMut` that a
+/// sender reuses from one message to the next (its memory stays mapped: fresh memory costs a
+/// page fault per 4 KiB on first touch).
+pub(crate) trait OutBuf: std::ops::DerefMut<Target = [u8]> {
+    /// Appends `s`.
+    fn put(&mut self, s: &[u8]);
+    /// Appends one byte.
+    fn put_byte(&mut self, b: u8);
+    /// Appends `n` zero bytes (room that the caller then overwrites).
+    fn grow_zeroed(&mut self, n: usize);
+}
+
+impl OutBuf for Vec<u8> {
+    fn put(&mut self, s: &[u8]) {
+        self.extend_from_slice(s);
+    }
+    fn put_byte(&mut self, b: u8) {
+        self.push(b);
+    }
+    fn grow_zeroed(&mut self, n: usize) {
+        self.resize(self.len() + n, 0);
+    }
+}
+
+impl OutBuf for bytes::BytesMut {
+    fn put(&mut self, s: &[u8]) {
+        self.extend_from_slice(s);
+    }
+    fn put_byte(&mut self, b: u8) {
+        self.extend_from_slice(&[b]);
+    }
+    fn grow_zeroed(&mut self, n: usize) {
+        self.resize(self.len() + n, 0);
+    }
+}
+
 /// Appends the padded encoding of `input` to `out`.
-pub(crate) fn encode_into(out: &mut Vec<u8>, input: &[u8]) {
+pub(crate) fn encode_into(out: &mut impl OutBuf, input: &[u8]) {
     let start = out.len();
-    out.resize(start + encoded_len(input.len()), 0);
+    out.grow_zeroed(encoded_len(input.len()));
     // Writes exactly `encoded_len` characters (the returned slice is all of them).
     let _ = STANDARD.encode(input, Out::from_slice(&mut out[start..]));
 }

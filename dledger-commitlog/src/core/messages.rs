@@ -644,13 +644,25 @@ impl Request {
     /// Decode a request body received with remoting `code`; `Ok(None)` for codes the
     /// core does not handle (the runtime answers REQUEST_CODE_NOT_SUPPORTED).
     pub fn decode_body(code: i32, body: &[u8]) -> Result<Option<Request>, DecodeError> {
+        Self::decode_body_in(code, body, &mut bytes::BytesMut::new())
+    }
+
+    /// As [`Request::decode_body`], with PUSH entry bodies decoded into memory taken from
+    /// `scratch` (reused from one push to the next once the previous entries are dropped).
+    pub fn decode_body_in(
+        code: i32,
+        body: &[u8],
+        scratch: &mut bytes::BytesMut,
+    ) -> Result<Option<Request>, DecodeError> {
         Ok(Some(match code {
             REQUEST_CODE_VOTE => Request::Vote(decode(code, body)?),
             REQUEST_CODE_HEART_BEAT => Request::HeartBeat(decode(code, body)?),
-            REQUEST_CODE_PUSH => Request::Push(match super::push_json::decode_push_request(body) {
-                Some(r) => r,
-                None => decode(code, body)?,
-            }),
+            REQUEST_CODE_PUSH => Request::Push(
+                match super::push_json::decode_push_request_in(body, scratch) {
+                    Some(r) => r,
+                    None => decode(code, body)?,
+                },
+            ),
             REQUEST_CODE_LEADERSHIP_TRANSFER => Request::LeadershipTransfer(decode(code, body)?),
             _ => return Ok(None),
         }))

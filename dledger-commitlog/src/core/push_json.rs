@@ -16,11 +16,11 @@
 
 use bytes::{Bytes, BytesMut};
 
-use super::b64;
+use super::b64::{self, OutBuf};
 use super::messages::{DLedgerCode, DLedgerEntry, PushEntryRequest, PushType};
 
 /// Appends the decimal form of `n` (as `Display` writes it, without the formatting machinery).
-fn num(buf: &mut Vec<u8>, n: i64) {
+fn num(buf: &mut impl OutBuf, n: i64) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     let mut v = n.unsigned_abs();
@@ -33,69 +33,79 @@ fn num(buf: &mut Vec<u8>, n: i64) {
         }
     }
     if n < 0 {
-        buf.push(b'-');
+        buf.put_byte(b'-');
     }
-    buf.extend_from_slice(&digits[i..]);
+    buf.put(&digits[i..]);
 }
 
 /// Appends `s` as a JSON string.
-fn string(buf: &mut Vec<u8>, s: &str) {
+fn string(buf: &mut impl OutBuf, s: &str) {
     if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        buf.push(b'"');
-        buf.extend_from_slice(s.as_bytes());
-        buf.push(b'"');
-    } else if serde_json::to_writer(&mut *buf, s).is_err() {
-        buf.extend_from_slice(b"\"\""); // unreachable for a Vec writer
+        buf.put_byte(b'"');
+        buf.put(s.as_bytes());
+        buf.put_byte(b'"');
+    } else {
+        // Serializing a string into a Vec cannot fail; `""` would only stand in for the
+        // impossible.
+        buf.put(&serde_json::to_vec(s).unwrap_or_else(|_| b"\"\"".to_vec()));
     }
 }
 
 /// Appends one entry object exactly as serde writes it. Pushes to different followers carry
 /// the same entry objects, so callers may cache this output (see
 /// [`encode_push_request_with`]).
-pub(crate) fn encode_entry(buf: &mut Vec<u8>, e: &DLedgerEntry) {
-    buf.extend_from_slice(b"{\"body\":\"");
+pub(crate) fn encode_entry(buf: &mut impl OutBuf, e: &DLedgerEntry) {
+    buf.put(b"{\"body\":\"");
     b64::encode_into(buf, &e.body);
-    buf.extend_from_slice(b"\",\"bodyCrc\":");
+    buf.put(b"\",\"bodyCrc\":");
     num(buf, i64::from(e.body_crc));
-    buf.extend_from_slice(b",\"chainCrc\":");
+    buf.put(b",\"chainCrc\":");
     num(buf, i64::from(e.chain_crc));
-    buf.extend_from_slice(b",\"channel\":");
+    buf.put(b",\"channel\":");
     num(buf, i64::from(e.channel));
-    buf.extend_from_slice(b",\"index\":");
+    buf.put(b",\"index\":");
     num(buf, e.index);
-    buf.extend_from_slice(b",\"magic\":");
+    buf.put(b",\"magic\":");
     num(buf, i64::from(e.magic));
-    buf.extend_from_slice(b",\"pos\":");
+    buf.put(b",\"pos\":");
     num(buf, e.pos);
-    buf.extend_from_slice(b",\"size\":");
+    buf.put(b",\"size\":");
     num(buf, i64::from(e.size));
-    buf.extend_from_slice(b",\"term\":");
+    buf.put(b",\"term\":");
     num(buf, e.term);
-    buf.push(b'}');
+    buf.put_byte(b'}');
 }
 
-fn opt_member(buf: &mut Vec<u8>, key: &[u8], v: &Option<String>) {
+fn opt_member(buf: &mut impl OutBuf, key: &[u8], v: &Option<String>) {
     if let Some(v) = v {
-        buf.extend_from_slice(key);
+        buf.put(key);
         string(buf, v);
     }
 }
 
 /// JSON body of a PUSH request, byte-identical to `serde_json::to_vec(r)`.
 pub(crate) fn encode_push_request(r: &PushEntryRequest) -> Vec<u8> {
-    encode_push_request_with(r, encode_entry)
+    let mut buf = Vec::with_capacity(encoded_size_hint(r));
+    encode_push_request_with(&mut buf, r, encode_entry);
+    buf
 }
 
-/// As [`encode_push_request`], with `entry` appending each entry object: it must append
-/// exactly what [`encode_entry`] would (a cached copy of it, say).
-pub(crate) fn encode_push_request_with(
-    r: &PushEntryRequest,
-    mut entry: impl FnMut(&mut Vec<u8>, &DLedgerEntry),
-) -> Vec<u8> {
-    let batch = !r.batch_entry.is_empty();
+/// Room to reserve for the JSON of `r` (a little more than it takes, usually).
+pub(crate) fn encoded_size_hint(r: &PushEntryRequest) -> usize {
     let entries = r.entries();
     let bodies: usize = entries.iter().map(|e| e.body.len()).sum();
-    let mut buf = Vec::with_capacity(400 + bodies / 3 * 4 + entries.len() * 160);
+    400 + bodies / 3 * 4 + entries.len() * 160
+}
+
+/// As [`encode_push_request`], appending to `buf`, with `entry` appending each entry object:
+/// it must append exactly what [`encode_entry`] would (a cached copy of it, say).
+pub(crate) fn encode_push_request_with<B: OutBuf>(
+    buf: &mut B,
+    r: &PushEntryRequest,
+    mut entry: impl FnMut(&mut B, &DLedgerEntry),
+) {
+    let batch = !r.batch_entry.is_empty();
+    let entries = r.entries();
     let count = i32::try_from(entries.len()).unwrap_or(i32::MAX);
     let first = entries.first().map_or(-1, |e| e.index);
     let last = entries.last().map_or(-1, |e| e.index);
@@ -104,43 +114,42 @@ pub(crate) fn encode_push_request_with(
     } else {
         0
     };
-    buf.extend_from_slice(if batch {
+    buf.put(if batch {
         b"{\"batch\":true,\"batchEntry\":["
     } else {
         b"{\"batch\":false,\"batchEntry\":["
     });
     for (i, e) in r.batch_entry.iter().enumerate() {
         if i > 0 {
-            buf.push(b',');
+            buf.put_byte(b',');
         }
-        entry(&mut buf, e);
+        entry(buf, e);
     }
-    buf.extend_from_slice(b"],\"code\":");
-    num(&mut buf, i64::from(r.code.0));
-    buf.extend_from_slice(b",\"commitIndex\":");
-    num(&mut buf, r.commit_index);
-    buf.extend_from_slice(b",\"count\":");
-    num(&mut buf, i64::from(count));
+    buf.put(b"],\"code\":");
+    num(buf, i64::from(r.code.0));
+    buf.put(b",\"commitIndex\":");
+    num(buf, r.commit_index);
+    buf.put(b",\"count\":");
+    num(buf, i64::from(count));
     if let Some(e) = &r.entry {
-        buf.extend_from_slice(b",\"entry\":");
-        entry(&mut buf, e);
+        buf.put(b",\"entry\":");
+        entry(buf, e);
     }
-    buf.extend_from_slice(b",\"firstEntryIndex\":");
-    num(&mut buf, first);
-    opt_member(&mut buf, b",\"group\":", &r.group);
-    buf.extend_from_slice(b",\"lastEntryIndex\":");
-    num(&mut buf, last);
-    opt_member(&mut buf, b",\"leaderId\":", &r.leader_id);
-    opt_member(&mut buf, b",\"localId\":", &r.local_id);
-    opt_member(&mut buf, b",\"remoteId\":", &r.remote_id);
-    buf.extend_from_slice(b",\"term\":");
-    num(&mut buf, r.term);
-    buf.extend_from_slice(b",\"totalSize\":");
-    num(&mut buf, total);
-    buf.extend_from_slice(b",\"type\":");
-    string(&mut buf, r.push_type.as_str());
-    buf.push(b'}');
-    buf
+    buf.put(b",\"firstEntryIndex\":");
+    num(buf, first);
+    opt_member(buf, b",\"group\":", &r.group);
+    buf.put(b",\"lastEntryIndex\":");
+    num(buf, last);
+    opt_member(buf, b",\"leaderId\":", &r.leader_id);
+    opt_member(buf, b",\"localId\":", &r.local_id);
+    opt_member(buf, b",\"remoteId\":", &r.remote_id);
+    buf.put(b",\"term\":");
+    num(buf, r.term);
+    buf.put(b",\"totalSize\":");
+    num(buf, total);
+    buf.put(b",\"type\":");
+    string(buf, r.push_type.as_str());
+    buf.put_byte(b'}');
 }
 
 /// Cursor over a JSON text for the strict PUSH scanner. Every method answers `None` when the
@@ -398,7 +407,18 @@ fn scan_entry(p: &mut Scan<'_>, bodies: &mut BytesMut) -> Option<DLedgerEntry> {
 }
 
 /// Decodes a PUSH request body on the fast path; `None` means "use serde" (module docs).
+#[cfg(test)]
 pub(crate) fn decode_push_request(json: &[u8]) -> Option<PushEntryRequest> {
+    decode_push_request_in(json, &mut BytesMut::new())
+}
+
+/// As [`decode_push_request`], with the bodies decoded into memory taken from `scratch`:
+/// the entries' bodies are slices split off it, and once they are all dropped the next call
+/// reuses the same memory (`BytesMut::reserve` reclaims it) instead of allocating afresh.
+pub(crate) fn decode_push_request_in(
+    json: &[u8],
+    scratch: &mut BytesMut,
+) -> Option<PushEntryRequest> {
     let mut r = PushEntryRequest {
         batch_entry: Vec::new(),
         code: DLedgerCode::SUCCESS,
@@ -411,9 +431,11 @@ pub(crate) fn decode_push_request(json: &[u8]) -> Option<PushEntryRequest> {
         term: -1,
         push_type: PushType::APPEND,
     };
-    // Every body is shorter than 3/4 of the text that encodes it: one allocation for all,
-    // zeroed once, each body decoded into its front and split off.
-    let mut bodies = BytesMut::zeroed(json.len() / 4 * 3 + 4);
+    // Every body is shorter than 3/4 of the text that encodes it: room for all, zeroed once,
+    // each body decoded into its front and split off.
+    scratch.clear();
+    scratch.resize(json.len() / 4 * 3 + 4, 0);
+    let bodies = scratch;
     let mut p = Scan { s: json, i: 0 };
     let mut seen = Seen::default();
     p.object(|p, key| {
@@ -426,7 +448,7 @@ pub(crate) fn decode_push_request(json: &[u8]) -> Option<PushEntryRequest> {
                     return Some(());
                 }
                 loop {
-                    r.batch_entry.push(scan_entry(p, &mut bodies)?);
+                    r.batch_entry.push(scan_entry(p, bodies)?);
                     match p.peek()? {
                         b',' => p.i += 1,
                         b']' => {
@@ -444,7 +466,7 @@ pub(crate) fn decode_push_request(json: &[u8]) -> Option<PushEntryRequest> {
                 if p.peek()? == b'n' {
                     p.literal(b"null")?;
                 } else {
-                    r.entry = Some(scan_entry(p, &mut bodies)?);
+                    r.entry = Some(scan_entry(p, bodies)?);
                 }
             }
             b"group" => (seen.first(4)?, r.group = p.opt_string()?).1,

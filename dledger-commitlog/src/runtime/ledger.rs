@@ -146,6 +146,7 @@ impl Ledger {
             peers: opts.peers.clone(),
             status: status.clone(),
             answer_timeout: rpc_timeout,
+            decode_scratch: Mutex::new(bytes::BytesMut::new()),
         };
         let server = RemotingServer::builder(ServerConfig::default())
             .processor(Arc::new(service))

@@ -9,8 +9,13 @@
 //! [`RECENT_MAX_ENTRIES`] and [`RECENT_MAX_BYTES`]) with their bodies as shared `Bytes`: the
 //! leader's pushes to every follower read them from here instead of reading, CRC-checking and
 //! copying each entry out of the data file once per follower. Invariant: `recent` always
-//! equals the stored entries it covers (appends extend it, truncation cuts it, anything that
-//! would leave a gap clears it).
+//! equals the stored entries it covers (leader appends extend it, truncation cuts it,
+//! anything that would leave a gap clears it). Follower appends clear it: a follower sends
+//! no pushes, and holding the bodies it received (slices of the buffer each PUSH was decoded
+//! into) would keep every decode buffer alive for thousands of entries, so each push would
+//! need fresh memory (a page fault per 4 KiB) instead of reusing the last one's. A follower
+//! that becomes leader reads older entries from the data file until its own appends refill
+//! the cache.
 
 use std::collections::VecDeque;
 
@@ -140,6 +145,14 @@ impl StoreLog {
                 Some(old) => self.recent_bytes -= old.body.len(),
                 None => break,
             }
+        }
+    }
+
+    /// Empties the recent-entries cache.
+    fn forget_recent(&mut self) {
+        if !self.recent.is_empty() {
+            self.recent.clear();
+            self.recent_bytes = 0;
         }
     }
 
@@ -280,7 +293,8 @@ impl RaftLog for StoreLog {
             })
             .map_err(log_err)?;
         self.note_append(a.index.raw(), a.end_pos.0);
-        self.remember(entry.clone());
+        // Followers keep no bodies (module docs): the run would no longer end at the log end.
+        self.forget_recent();
         Ok(())
     }
 

@@ -16,10 +16,10 @@
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use crate::core::messages::{DLedgerEntry, PushEntryRequest};
-use crate::core::push_json::{encode_entry, encode_push_request, encode_push_request_with};
+use crate::core::push_json::{encode_entry, encode_push_request_with, encoded_size_hint};
 
 /// Most entry objects kept.
 const MAX_ENTRIES: usize = 8192;
@@ -133,10 +133,22 @@ impl EntryJsonCache {
     }
 
     /// The JSON body of `r`, byte-identical to `encode_push_request(r)`, with the batch
-    /// entries' objects taken from (or added to) the cache.
+    /// entries' objects taken from (or added to) the cache. Tests only: peer tasks append to
+    /// a reused buffer with [`EntryJsonCache::encode_push_into`].
+    #[cfg(test)]
     pub(crate) fn encode_push(&self, r: &PushEntryRequest) -> Vec<u8> {
+        let mut out = BytesMut::new();
+        self.encode_push_into(r, &mut out);
+        out.to_vec()
+    }
+
+    /// Appends the JSON body of `r` (byte-identical to `encode_push_request(r)`) to `out`,
+    /// with the batch entries' objects taken from (or added to) the cache.
+    pub(crate) fn encode_push_into(&self, r: &PushEntryRequest, out: &mut BytesMut) {
+        out.reserve(encoded_size_hint(r));
         if r.batch_entry.is_empty() {
-            return encode_push_request(r);
+            encode_push_request_with(out, r, encode_entry);
+            return;
         }
         let keys: Vec<Key> = r.batch_entry.iter().map(Key::of).collect();
         // Buffers the objects of this push live in (each cloned once), and per entry the
@@ -181,10 +193,10 @@ impl EntryJsonCache {
             }
         }
         let mut objects = found.into_iter();
-        encode_push_request_with(r, |out, e| match objects.next().flatten() {
+        encode_push_request_with(out, r, |out, e| match objects.next().flatten() {
             Some((id, start, end)) => out.extend_from_slice(&bufs[id][start..end]),
             None => encode_entry(out, e),
-        })
+        });
     }
 }
 
@@ -193,6 +205,7 @@ mod tests {
     use super::*;
     use crate::core::log::LogEntry;
     use crate::core::messages::{DLedgerCode, PushType};
+    use crate::core::push_json::encode_push_request;
 
     fn push(entries: &[LogEntry], remote: &str) -> PushEntryRequest {
         PushEntryRequest {

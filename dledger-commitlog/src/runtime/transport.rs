@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bytes::{Bytes, BytesMut};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use remoting::{
     ConnectionHandle, ProcessFuture, RemotingClient, RemotingCommand, RemotingError, RequestCode,
@@ -84,6 +85,10 @@ pub(crate) struct RpcService {
     pub status: Arc<Mutex<LedgerStatus>>,
     /// How long a request waits for the driver's answer (the caller's own timeout).
     pub answer_timeout: Duration,
+    /// Memory PUSH entry bodies are decoded into: taken back for the next push once the
+    /// driver has stored (and dropped) the previous one's entries, so a follower does not
+    /// allocate and first-touch fresh memory for every push.
+    pub decode_scratch: Mutex<BytesMut>,
 }
 
 fn response(body: Vec<u8>) -> RemotingCommand {
@@ -96,7 +101,14 @@ impl RpcService {
         if code == REQUEST_CODE_METADATA {
             return Some(response(self.metadata(&request)));
         }
-        let req = match Request::decode_body(code, request.body()) {
+        let decoded = {
+            let mut scratch = self
+                .decode_scratch
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            Request::decode_body_in(code, request.body(), &mut scratch)
+        };
+        let req = match decoded {
             Ok(Some(req)) => req,
             Ok(None) => return Some(RemotingCommand::request_code_not_supported(&request)),
             Err(e) => {
@@ -164,21 +176,31 @@ impl RequestProcessor for RpcService {
     }
 }
 
+/// The remoting body of `req`. PUSH bodies are appended to `scratch` and split off it: the
+/// remoting client copies a body into its connection's outbox and drops it before the peer
+/// task encodes the next one, so `scratch` takes its memory back (`reserve` reclaims a
+/// buffer nobody else holds) instead of allocating and first-touching up to a few hundred
+/// KiB per push.
+fn encode_call(req: &Request, pushes: &EntryJsonCache, scratch: &mut BytesMut) -> Bytes {
+    match req {
+        Request::Push(r) => {
+            pushes.encode_push_into(r, scratch);
+            scratch.split().freeze()
+        }
+        other => Bytes::from(other.encode_body()),
+    }
+}
+
 /// Sends one call and maps the outcome for the core.
 async fn call_once(
     client: RemotingClient,
     addr: SocketAddr,
-    out: OutCall,
+    call: CallId,
+    code: i32,
+    body: Bytes,
     timeout: Duration,
-    pushes: Arc<EntryJsonCache>,
 ) -> (CallId, Result<Response, CallFailure>) {
-    let code = out.req.request_code();
-    let body = match &out.req {
-        Request::Push(r) => pushes.encode_push(r),
-        other => other.encode_body(),
-    };
     let cmd = RemotingCommand::request_empty(RequestCode(code)).with_body(body);
-    drop(out.req);
     let result = match client.invoke(addr, cmd, timeout).await {
         Ok(resp) if resp.response_code() == ResponseCode::SUCCESS => {
             Response::decode_body(code, resp.body()).map_err(|e| {
@@ -196,16 +218,19 @@ async fn call_once(
             Err(CallFailure::Network)
         }
     };
-    (out.call, result)
+    (call, result)
 }
 
 type CallFuture = std::pin::Pin<
     Box<dyn std::future::Future<Output = (CallId, Result<Response, CallFailure>)> + Send>,
 >;
 
-/// Network IO for one peer: takes calls from its bounded queue, keeps them in flight
-/// concurrently (the core bounds the window), and feeds outcomes to the driver. `pushes` is
-/// shared by the member's peer tasks (entries are encoded once for all followers).
+/// Network IO for one peer: takes calls from its bounded queue, encodes their bodies (into
+/// one reused buffer, see [`encode_call`]), keeps them in flight concurrently (the core
+/// bounds the window), and feeds outcomes to the driver. `pushes` is shared by the member's
+/// peer tasks (entries are encoded once for all followers). Completed calls are polled
+/// first, so a new call's future gets polled (and its body copied out and dropped) before
+/// the next body is encoded.
 pub(crate) async fn peer_task(
     addr: SocketAddr,
     client: RemotingClient,
@@ -216,6 +241,7 @@ pub(crate) async fn peer_task(
     pushes: Arc<EntryJsonCache>,
 ) {
     let mut inflight: FuturesUnordered<CallFuture> = FuturesUnordered::new();
+    let mut scratch = BytesMut::new();
     loop {
         tokio::select! {
             biased;
@@ -228,7 +254,13 @@ pub(crate) async fn peer_task(
                 }
             }
             next = calls.recv() => match next {
-                Some(out) => inflight.push(Box::pin(call_once(client.clone(), addr, out, timeout, pushes.clone())) as CallFuture),
+                Some(out) => {
+                    let code = out.req.request_code();
+                    let body = encode_call(&out.req, &pushes, &mut scratch);
+                    drop(out.req); // the entries' bodies are no longer needed here
+                    let call = call_once(client.clone(), addr, out.call, code, body, timeout);
+                    inflight.push(Box::pin(call) as CallFuture);
+                }
                 None => return,
             },
         }
