@@ -1,8 +1,10 @@
 //! `BrokerController`: applies the role machine's decisions (broker-roles.md §3-§4).
 //!
-//! One task feeds [`RoleMachine`] every ledger role change (in order) and every water-mark
-//! change (ledger commit, dispatch progress) and executes the returned commands one at a
-//! time, so transitions never overlap:
+//! One task feeds [`RoleMachine`] every ledger role change (in order) and, while a new leader
+//! catches up, every water-mark change (ledger commit, dispatch progress), and executes the
+//! returned commands one at a time, so transitions never overlap. In any other state the
+//! marks only matter to nothing the machine decides, so the task does not wake for each
+//! commit then (it still samples them every 100 ms):
 //!
 //! * `ChangeToSlave` → stop master-only services, brokerId = selfId number + 1, sends refused
 //!   with SERVICE_NOT_AVAILABLE, start slave-only services, re-register at once;
@@ -17,7 +19,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::context::{BrokerContext, ServingRole};
-use crate::role::{RoleCommand, RoleMachine};
+use crate::role::{BrokerState, RoleCommand, RoleMachine};
 
 /// Services that run only in one role. Hooks are awaited in order inside the transition, so
 /// a service is fully stopped before the broker flips its role.
@@ -124,7 +126,7 @@ impl BrokerController {
         let mut machine = RoleMachine::new(slave_id, CATCH_UP_WARN_MS);
         let log = Arc::clone(self.ctx.store.log());
         let mut role_rx = log.role();
-        let mut committed_rx = log.committed();
+        let mut committed_rx = log.commit_watch();
         let mut dispatched_rx = self.ctx.store.dispatched();
         let start = Instant::now();
         let now = || start.elapsed().as_millis() as u64;
@@ -136,6 +138,7 @@ impl BrokerController {
         }
         let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
         loop {
+            let catching_up = matches!(machine.state(), BrokerState::CatchingUp { .. });
             tokio::select! {
                 _ = self.ctx.shutdown.cancelled() => break,
                 r = role_rx.changed() => {
@@ -144,13 +147,13 @@ impl BrokerController {
                     let cmds = machine.on_role(s.term, s.role, self.ctx.store.water_marks(), now());
                     self.apply(cmds).await;
                 }
-                r = committed_rx.changed() => {
+                r = committed_rx.changed(), if catching_up => {
                     if r.is_err() { break; }
                     committed_rx.borrow_and_update();
                     let cmds = machine.on_progress(self.ctx.store.water_marks(), now());
                     self.apply(cmds).await;
                 }
-                r = dispatched_rx.changed() => {
+                r = dispatched_rx.changed(), if catching_up => {
                     if r.is_err() { break; }
                     dispatched_rx.borrow_and_update();
                     let cmds = machine.on_progress(self.ctx.store.water_marks(), now());

@@ -145,7 +145,6 @@ pub fn spawn_log_sampler(
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut role = log.role();
-        let committed = log.committed();
         let mut role_open = true;
         let mut tick = tokio::time::interval(SAMPLE_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -167,7 +166,7 @@ pub fn spawn_log_sampler(
                 term,
                 begin_index: log.begin_index(),
                 end_index: log.end_index(),
-                committed_index: committed.borrow().index,
+                committed_index: log.committed_mark().index,
             });
             if full {
                 if let Some(status) = log.status() {

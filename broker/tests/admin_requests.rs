@@ -18,7 +18,8 @@ use std::sync::Arc;
 use broker::broker::Broker;
 use broker::controller::NoRoleServices;
 use broker::store::commit_log::{
-    CommitMark, LedgerStatus, LogEntry, LogRoleState, PeerStatus, ProposeFuture, ReplicatedLog,
+    CommitMark, CommitWatch, LedgerStatus, LogEntry, LogRoleState, PeerStatus, ProposeFuture,
+    ReplicatedLog,
 };
 use broker::store::mem_log::MemLog;
 use bytes::Bytes;
@@ -61,8 +62,11 @@ impl ReplicatedLog for StatusLog {
     fn role(&self) -> watch::Receiver<LogRoleState> {
         self.inner.role()
     }
-    fn committed(&self) -> watch::Receiver<CommitMark> {
-        self.inner.committed()
+    fn committed_mark(&self) -> CommitMark {
+        self.inner.committed_mark()
+    }
+    fn commit_watch(&self) -> CommitWatch {
+        self.inner.commit_watch()
     }
     fn committed_entry(&self, index: i64) -> Result<Option<LogEntry>, String> {
         self.inner.committed_entry(index)

@@ -216,7 +216,7 @@ pub fn dledger_runtime_keys(log: &dyn ReplicatedLog) -> Vec<(String, String)> {
             kv("dledgerLeaderId", r.leader_id.unwrap_or_default());
             kv("dledgerBeginIndex", log.begin_index().to_string());
             kv("dledgerEndIndex", log.end_index().to_string());
-            let committed = log.committed().borrow().index;
+            let committed = log.committed_mark().index;
             kv("dledgerCommittedIndex", committed.to_string());
         }
     }

@@ -6,19 +6,24 @@
 //! existence (auto-create from the default topic), write permission, queue id, then
 //! properties and sizes; nothing is proposed unless every check passed.
 
+use std::borrow::Cow;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::BytesMut;
-use remoting::headers::{ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader};
+use bytes::{Bytes, BytesMut};
+use remoting::headers::ConsumerSendMsgBackRequestHeader;
 use remoting::{ConnectionHandle, ExtFields, RemotingCommand};
+
+use super::send_header::SendHeader;
 
 use crate::context::{now_ms, BrokerContext, ServingRole};
 use crate::error::BrokerError;
+use crate::message::msg_id::write_offset_msg_id;
 use crate::message::properties::{self, keys};
 use crate::message::record::{encode_record, CrcCheck, MagicPolicy, RecordFields, RecordView};
 use crate::message::{decode_batch, offset_msg_id, sysflag, topic as names, MessageProperties};
 use crate::store::delay_offsets::SCHEDULE_ORIGIN_PROPERTY;
-use crate::store::message_store::PutResult;
+use crate::store::message_store::PutOne;
 use crate::store::topics::perm;
 use crate::store::TopicConfig;
 
@@ -56,18 +61,15 @@ impl SendTopic {
 
 /// Topic checks for a send; returns what the send needs of the topic config (auto-creating
 /// it if allowed).
-fn topic_for_send(
-    ctx: &BrokerContext,
-    h: &SendMessageRequestHeader,
-) -> Result<SendTopic, BrokerError> {
-    names::validate_topic(&h.topic)?;
-    if names::is_system_topic(&h.topic) {
+fn topic_for_send(ctx: &BrokerContext, h: &SendHeader<'_>) -> Result<SendTopic, BrokerError> {
+    names::validate_topic(h.topic)?;
+    if names::is_system_topic(h.topic) {
         return Err(BrokerError::NoPermission(format!(
             "Sending message to topic[{}] is forbidden.",
             h.topic
         )));
     }
-    let cfg = match ctx.topics.with(&h.topic, SendTopic::of) {
+    let cfg = match ctx.topics.with(h.topic, SendTopic::of) {
         Some(c) => c,
         None => {
             let created = if let Some(group) = h.topic.strip_prefix(names::RETRY_GROUP_TOPIC_PREFIX)
@@ -79,8 +81,8 @@ fn topic_for_send(
                 Some((ctx.topics.create_retry_topic(group, q as _)?, true))
             } else {
                 let (c, created) = ctx.topics.create_topic_in_send(
-                    &h.topic,
-                    &h.default_topic,
+                    h.topic,
+                    h.default_topic,
                     h.default_topic_queue_nums,
                     0,
                 )?;
@@ -93,7 +95,7 @@ fn topic_for_send(
                     }
                     SendTopic::of(&c)
                 }
-                None => return Err(BrokerError::TopicNotExist(h.topic.clone())),
+                None => return Err(BrokerError::TopicNotExist(h.topic.to_owned())),
             }
         }
     };
@@ -113,7 +115,7 @@ fn topic_for_send(
     Ok(cfg)
 }
 
-fn pick_queue(h: &SendMessageRequestHeader, cfg: &SendTopic) -> i32 {
+fn pick_queue(h: &SendHeader<'_>, cfg: &SendTopic) -> i32 {
     if h.queue_id >= 0 {
         return h.queue_id;
     }
@@ -122,22 +124,23 @@ fn pick_queue(h: &SendMessageRequestHeader, cfg: &SendTopic) -> i32 {
 }
 
 /// Where a single message is really stored after broker-side rewriting (§5.2).
-struct Target {
-    topic: String,
+struct Target<'h> {
+    /// The request's topic unless rewritten.
+    topic: Cow<'h, str>,
     queue_id: i32,
     sys_flag: i32,
     take_offset: bool,
 }
 
 /// Applies retry/DLQ, transaction half and delay rewriting to `props`.
-fn rewrite(
+fn rewrite<'h>(
     ctx: &BrokerContext,
-    h: &SendMessageRequestHeader,
+    h: &SendHeader<'h>,
     queue_id: i32,
     props: &mut MessageProperties,
-) -> Result<Target, BrokerError> {
+) -> Result<Target<'h>, BrokerError> {
     let mut t = Target {
-        topic: h.topic.clone(),
+        topic: Cow::Borrowed(h.topic),
         queue_id,
         sys_flag: h.sys_flag,
         take_offset: true,
@@ -151,7 +154,7 @@ fn rewrite(
         });
         if h.reconsume_times.unwrap_or(0) > max {
             let dlq = ctx.topics.create_dlq_topic(group)?;
-            t.topic = dlq.topic_name;
+            t.topic = Cow::Owned(dlq.topic_name);
             t.queue_id = 0;
         }
     }
@@ -161,9 +164,9 @@ fn rewrite(
         .is_some_and(|v| v.eq_ignore_ascii_case("true"))
         && !h.topic.starts_with(names::RETRY_GROUP_TOPIC_PREFIX)
     {
-        props.insert(keys::REAL_TOPIC, t.topic.clone());
+        props.insert(keys::REAL_TOPIC, t.topic.clone().into_owned());
         props.insert(keys::REAL_QUEUE_ID, t.queue_id.to_string());
-        t.topic = names::TRANS_HALF_TOPIC.to_owned();
+        t.topic = Cow::Borrowed(names::TRANS_HALF_TOPIC);
         t.queue_id = 0;
         t.sys_flag = sysflag::with_transaction_type(t.sys_flag, sysflag::TRANSACTION_NOT_TYPE);
         ctx.topics
@@ -185,36 +188,65 @@ fn rewrite(
         let max_level = ctx.config.message_delay_level_ms.len().max(1) as i32;
         let level = level.min(max_level);
         props.insert(keys::DELAY_TIME_LEVEL, level.to_string());
-        props.insert(keys::REAL_TOPIC, t.topic.clone());
+        props.insert(keys::REAL_TOPIC, t.topic.clone().into_owned());
         props.insert(keys::REAL_QUEUE_ID, t.queue_id.to_string());
-        t.topic = names::SCHEDULE_TOPIC.to_owned();
+        t.topic = Cow::Borrowed(names::SCHEDULE_TOPIC);
         t.queue_id = level - 1;
     }
     Ok(t)
 }
 
+/// The answer to a single send: offset msgId, queue, queue offset and `UNIQ_KEY`.
+fn single_response(
+    ctx: &BrokerContext,
+    queue_id: i32,
+    r: &PutOne,
+    uniq: Option<&str>,
+) -> RemotingCommand {
+    let mut text = String::with_capacity(96);
+    write_offset_msg_id(&mut text, ctx.store_host, r.position.physical_offset());
+    let id_end = text.len();
+    success_fields(ctx, text, id_end, queue_id, r.queue_offset, uniq)
+}
+
+/// The answer to a send whose msgId text is `msg_id` (a batch: the ids joined with `,`).
 fn success_response(
     ctx: &BrokerContext,
     msg_id: &str,
     queue_id: i32,
-    r: &PutResult,
+    queue_offset: i64,
+    uniq: Option<&str>,
+) -> RemotingCommand {
+    let mut text = String::with_capacity(msg_id.len() + 32);
+    text.push_str(msg_id);
+    let id_end = text.len();
+    success_fields(ctx, text, id_end, queue_id, queue_offset, uniq)
+}
+
+/// SEND_MESSAGE response header fields (`text[..id_end]` is the msgId). The numbers go into
+/// the same scratch text (no per-field `String`), and the fields are set in key order
+/// (upper case sorts first), so each one is appended to the sorted map.
+fn success_fields(
+    ctx: &BrokerContext,
+    mut text: String,
+    id_end: usize,
+    queue_id: i32,
+    queue_offset: i64,
     uniq: Option<&str>,
 ) -> RemotingCommand {
     use std::fmt::Write as _;
     let region = ctx.config.region_id.as_str();
     let trace = if ctx.config.trace_on { "true" } else { "false" };
-    // Sized once and filled by reference: no per-field String.
-    let mut numbers = String::with_capacity(32);
-    let _ = write!(numbers, "{queue_id}");
-    let queue_id_end = numbers.len();
-    let _ = write!(numbers, "{}", r.first_queue_offset);
-    let text = msg_id.len() + numbers.len() + region.len() + uniq.map_or(0, str::len) + 96;
-    let mut fields = ExtFields::with_capacity(6, text);
-    fields.set("msgId", msg_id);
-    fields.set("queueId", &numbers[..queue_id_end]);
-    fields.set("queueOffset", &numbers[queue_id_end..]);
+    let _ = write!(text, "{queue_id}");
+    let queue_id_end = text.len();
+    let _ = write!(text, "{queue_offset}");
+    let size = text.len() + region.len() + uniq.map_or(0, str::len) + 96;
+    let mut fields = ExtFields::with_capacity(6, size);
     fields.set(keys::MSG_REGION, region);
     fields.set(keys::TRACE_SWITCH, trace);
+    fields.set("msgId", &text[..id_end]);
+    fields.set("queueId", &text[id_end..queue_id_end]);
+    fields.set("queueOffset", &text[queue_id_end..]);
     if let Some(u) = uniq {
         fields.set("transactionId", u);
     }
@@ -230,10 +262,10 @@ fn success_response(
 /// its per-pair allocations. `None` means: take the general path.
 fn plain_send_properties(
     ctx: &BrokerContext,
-    h: &SendMessageRequestHeader,
+    h: &SendHeader<'_>,
     now: i64,
 ) -> Option<(BytesMut, String)> {
-    let client = h.properties.as_deref().unwrap_or_default().as_bytes();
+    let client = h.properties.unwrap_or_default().as_bytes();
     let cluster = ctx.config.broker_cluster_name.as_str();
     if h.topic.starts_with(names::RETRY_GROUP_TOPIC_PREFIX)
         || sysflag::transaction_type(h.sys_flag) != sysflag::TRANSACTION_NOT_TYPE
@@ -272,16 +304,21 @@ fn plain_send_properties(
 }
 
 /// SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE.
+///
+/// The header is read as views into the request (it lives in this future), a single send
+/// is stored through [`crate::store::MessageStore::put_record`], and the batch path runs in
+/// its own boxed future: this future is boxed per request, and kept small it comes from the
+/// allocator's per-thread cache instead of its slow path.
 pub async fn send(
     ctx: Arc<BrokerContext>,
     conn: ConnectionHandle,
     mut req: RemotingCommand,
 ) -> Result<RemotingCommand, BrokerError> {
-    let h = SendMessageRequestHeader::from_request(&req)?;
+    let body = req.take_body();
+    let h = SendHeader::read(&req)?;
     check_writable(&ctx)?;
     let cfg = topic_for_send(&ctx, &h)?;
     let queue_id = pick_queue(&h, &cfg);
-    let body = req.take_body();
     let limits = ctx.config.message_limits();
     if body.len() > limits.max_body_bytes && !h.is_batch() {
         return Err(BrokerError::MessageIllegal(format!(
@@ -296,104 +333,49 @@ pub async fn send(
         sys_flag_extra |= sysflag::MULTI_TAGS;
     }
     let born_host = conn.remote_addr();
-    let store_host = ctx.store_host;
-
+    drop(conn);
     if h.is_batch() {
-        if h.topic.starts_with(names::RETRY_GROUP_TOPIC_PREFIX) {
-            return Err(BrokerError::MessageIllegal(
-                "batch message is not supported for retry topic".into(),
-            ));
-        }
-        if sysflag::transaction_type(h.sys_flag) == sysflag::TRANSACTION_PREPARED_TYPE {
-            return Err(BrokerError::MessageIllegal(
-                "batch transactional message is not supported".into(),
-            ));
-        }
-        let mut records = Vec::new();
-        let mut uniqs = Vec::new();
-        let mut buf = BytesMut::new();
-        for el in decode_batch(body, limits.max_body_bytes) {
-            let el = el.map_err(|e| BrokerError::MessageIllegal(format!("bad batch body: {e}")))?;
-            let mut props = MessageProperties::parse(&el.properties)?;
-            if props
-                .get(keys::DELAY_TIME_LEVEL)
-                .and_then(|v| v.trim().parse::<i32>().ok())
-                .unwrap_or(0)
-                > 0
-            {
-                return Err(BrokerError::MessageIllegal(
-                    "batch message with delay level is not supported".into(),
-                ));
-            }
-            if props
-                .get(keys::TRANSACTION_PREPARED)
-                .is_some_and(|v| v.eq_ignore_ascii_case("true"))
-            {
-                return Err(BrokerError::MessageIllegal(
-                    "batch transactional message is not supported".into(),
-                ));
-            }
-            // Only the schedule service may write the delivery marker (see delay_offsets).
-            props.remove(SCHEDULE_ORIGIN_PROPERTY);
-            if props.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).is_none() {
-                props.insert(
-                    keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-                    ctx.uniq_keys.next_id(now),
-                );
-            }
-            props.insert(keys::CLUSTER, ctx.config.broker_cluster_name.clone());
-            uniqs.push(
-                props
-                    .get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-                    .unwrap_or_default()
-                    .to_owned(),
-            );
-            let encoded = props.encode()?;
-            let fields = RecordFields {
-                queue_id,
-                flag: el.flag,
-                queue_offset: 0,
-                physical_offset: 0,
-                sys_flag: h.sys_flag | sys_flag_extra,
-                born_timestamp: h.born_timestamp,
-                born_host,
-                store_timestamp: now,
-                store_host,
-                reconsume_times: h.reconsume_times.unwrap_or(0),
-                prepared_transaction_offset: 0,
-                body: &el.body,
-                topic: &h.topic,
-                properties: &encoded,
-            };
-            encode_record(&fields, &limits, MagicPolicy::Auto, &mut buf)?;
-            records.push(buf.split());
-        }
-        if records.is_empty() {
-            return Err(BrokerError::MessageIllegal("empty batch".into()));
-        }
-        let r = ctx
-            .store
-            .put_records(&h.topic, queue_id, records, true)
-            .await?;
-        let ids: Vec<String> = r
-            .positions
-            .iter()
-            .map(|p| offset_msg_id(store_host, p.physical_offset()))
-            .collect();
-        let uniq = uniqs.join(",");
-        return Ok(success_response(
-            &ctx,
-            &ids.join(","),
+        let batch = Batch {
             queue_id,
-            &r,
-            Some(&uniq),
-        ));
+            sys_flag_extra,
+            now,
+            born_host,
+        };
+        return Box::pin(send_batch(&ctx, &h, body, batch)).await;
     }
+    let (t, record, uniq) =
+        encode_single(&ctx, &h, queue_id, &body, now, born_host, sys_flag_extra)?;
+    drop(body);
+    let r = ctx
+        .store
+        .put_record(&t.topic, t.queue_id, record, t.take_offset)
+        .await?;
+    Ok(single_response(&ctx, queue_id, &r, uniq.as_deref()))
+}
 
-    let (t, encoded, uniq) = match plain_send_properties(&ctx, &h, now) {
+/// What a batch send needs besides its header and body.
+struct Batch {
+    queue_id: i32,
+    sys_flag_extra: i32,
+    now: i64,
+    born_host: SocketAddr,
+}
+
+/// The stored record of a single send, where it goes, and its `UNIQ_KEY`.
+#[allow(clippy::too_many_arguments)]
+fn encode_single<'h>(
+    ctx: &BrokerContext,
+    h: &SendHeader<'h>,
+    queue_id: i32,
+    body: &[u8],
+    now: i64,
+    born_host: SocketAddr,
+    sys_flag_extra: i32,
+) -> Result<(Target<'h>, BytesMut, Option<String>), BrokerError> {
+    let (t, encoded, uniq) = match plain_send_properties(ctx, h, now) {
         Some((encoded, uniq)) => (
             Target {
-                topic: h.topic.clone(),
+                topic: Cow::Borrowed(h.topic),
                 queue_id,
                 sys_flag: h.sys_flag,
                 take_offset: true,
@@ -402,11 +384,10 @@ pub async fn send(
             Some(uniq),
         ),
         None => {
-            let mut props =
-                MessageProperties::parse(h.properties.as_deref().unwrap_or_default().as_bytes())?;
+            let mut props = MessageProperties::parse(h.properties.unwrap_or_default().as_bytes())?;
             // Only the schedule service may write the delivery marker (see delay_offsets).
             props.remove(SCHEDULE_ORIGIN_PROPERTY);
-            let t = rewrite(&ctx, &h, queue_id, &mut props)?;
+            let t = rewrite(ctx, h, queue_id, &mut props)?;
             if props.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).is_none() {
                 props.insert(
                     keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -429,26 +410,122 @@ pub async fn send(
         born_timestamp: h.born_timestamp,
         born_host,
         store_timestamp: now,
-        store_host,
+        store_host: ctx.store_host,
         reconsume_times: h.reconsume_times.unwrap_or(0),
         prepared_transaction_offset: 0,
-        body: &body,
+        body,
         topic: &t.topic,
         properties: &encoded,
     };
     let mut buf = BytesMut::new();
-    encode_record(&fields, &limits, MagicPolicy::Auto, &mut buf)?;
+    encode_record(
+        &fields,
+        &ctx.config.message_limits(),
+        MagicPolicy::Auto,
+        &mut buf,
+    )?;
+    Ok((t, buf, uniq))
+}
+
+/// SEND_BATCH_MESSAGE (or a send with the batch flag): every element stored as its own
+/// record, consecutive in the log and in the queue.
+async fn send_batch(
+    ctx: &BrokerContext,
+    h: &SendHeader<'_>,
+    body: Bytes,
+    b: Batch,
+) -> Result<RemotingCommand, BrokerError> {
+    let limits = ctx.config.message_limits();
+    let queue_id = b.queue_id;
+    let store_host = ctx.store_host;
+    if h.topic.starts_with(names::RETRY_GROUP_TOPIC_PREFIX) {
+        return Err(BrokerError::MessageIllegal(
+            "batch message is not supported for retry topic".into(),
+        ));
+    }
+    if sysflag::transaction_type(h.sys_flag) == sysflag::TRANSACTION_PREPARED_TYPE {
+        return Err(BrokerError::MessageIllegal(
+            "batch transactional message is not supported".into(),
+        ));
+    }
+    let mut records = Vec::new();
+    let mut uniqs = Vec::new();
+    let mut buf = BytesMut::new();
+    for el in decode_batch(body, limits.max_body_bytes) {
+        let el = el.map_err(|e| BrokerError::MessageIllegal(format!("bad batch body: {e}")))?;
+        let mut props = MessageProperties::parse(&el.properties)?;
+        if props
+            .get(keys::DELAY_TIME_LEVEL)
+            .and_then(|v| v.trim().parse::<i32>().ok())
+            .unwrap_or(0)
+            > 0
+        {
+            return Err(BrokerError::MessageIllegal(
+                "batch message with delay level is not supported".into(),
+            ));
+        }
+        if props
+            .get(keys::TRANSACTION_PREPARED)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        {
+            return Err(BrokerError::MessageIllegal(
+                "batch transactional message is not supported".into(),
+            ));
+        }
+        // Only the schedule service may write the delivery marker (see delay_offsets).
+        props.remove(SCHEDULE_ORIGIN_PROPERTY);
+        if props.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).is_none() {
+            props.insert(
+                keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+                ctx.uniq_keys.next_id(b.now),
+            );
+        }
+        props.insert(keys::CLUSTER, ctx.config.broker_cluster_name.clone());
+        uniqs.push(
+            props
+                .get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                .unwrap_or_default()
+                .to_owned(),
+        );
+        let encoded = props.encode()?;
+        let fields = RecordFields {
+            queue_id,
+            flag: el.flag,
+            queue_offset: 0,
+            physical_offset: 0,
+            sys_flag: h.sys_flag | b.sys_flag_extra,
+            born_timestamp: h.born_timestamp,
+            born_host: b.born_host,
+            store_timestamp: b.now,
+            store_host,
+            reconsume_times: h.reconsume_times.unwrap_or(0),
+            prepared_transaction_offset: 0,
+            body: &el.body,
+            topic: h.topic,
+            properties: &encoded,
+        };
+        encode_record(&fields, &limits, MagicPolicy::Auto, &mut buf)?;
+        records.push(buf.split());
+    }
+    if records.is_empty() {
+        return Err(BrokerError::MessageIllegal("empty batch".into()));
+    }
     let r = ctx
         .store
-        .put_records(&t.topic, t.queue_id, vec![buf], t.take_offset)
+        .put_records(h.topic, queue_id, records, true)
         .await?;
-    let phys = r.positions.first().map_or(0, |p| p.physical_offset());
+    let ids: Vec<String> = r
+        .positions
+        .iter()
+        .map(|p| offset_msg_id(store_host, p.physical_offset()))
+        .collect();
+    let uniq = uniqs.join(",");
     Ok(success_response(
-        &ctx,
-        &offset_msg_id(store_host, phys),
+        ctx,
+        &ids.join(","),
         queue_id,
-        &r,
-        uniq.as_deref(),
+        r.first_queue_offset,
+        Some(&uniq),
     ))
 }
 

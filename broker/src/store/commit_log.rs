@@ -95,7 +95,7 @@ impl LogEntry {
 /// Committed-mark changes for the dispatcher: the log's own watch where the log has one of
 /// another type (the ledger's), so waking the dispatcher takes no forwarding task in between.
 pub enum CommitWatch {
-    /// The broker-typed watch ([`ReplicatedLog::committed`]).
+    /// A broker-typed watch (in-memory logs).
     Broker(watch::Receiver<CommitMark>),
     /// The DLedger runtime's watch, read directly.
     Ledger(watch::Receiver<dledger_commitlog::runtime::CommittedMark>),
@@ -134,12 +134,11 @@ pub trait ReplicatedLog: Send + Sync + 'static {
     fn propose(&self, body: Bytes) -> ProposeFuture;
     /// Role changes, in order.
     fn role(&self) -> watch::Receiver<LogRoleState>;
-    /// Committed mark changes.
-    fn committed(&self) -> watch::Receiver<CommitMark>;
-    /// The same changes for the dispatcher, as directly as the log can give them.
-    fn commit_watch(&self) -> CommitWatch {
-        CommitWatch::Broker(self.committed())
-    }
+    /// The committed mark now.
+    fn committed_mark(&self) -> CommitMark;
+    /// Committed mark changes, as directly as the log can give them (no forwarding task
+    /// between a commit and the dispatcher or the role controller).
+    fn commit_watch(&self) -> CommitWatch;
     /// The committed entry `index`; `Ok(None)` when it is not (or no longer) readable.
     fn committed_entry(&self, index: i64) -> Result<Option<LogEntry>, String>;
     /// The record at physical offset `phys` if it is committed.
@@ -174,7 +173,7 @@ pub fn min_physical_offset(log: &dyn ReplicatedLog) -> i64 {
 /// committed indexes; positions grow with the index). Returns `committed + 1` when none.
 pub fn first_index_at_or_after(log: &dyn ReplicatedLog, pos: i64) -> i64 {
     let begin = log.begin_index().max(0);
-    let committed = log.committed().borrow().index;
+    let committed = log.committed_mark().index;
     let (mut lo, mut hi) = (begin, committed + 1);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;

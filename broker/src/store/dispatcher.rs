@@ -120,7 +120,7 @@ impl Dispatcher {
         delay_offsets: Arc<DelayOffsetTable>,
     ) -> Result<(Dispatcher, watch::Receiver<DispatchMark>), super::StoreError> {
         let begin = log.begin_index().max(0);
-        let committed = *log.committed().borrow();
+        let committed = log.committed_mark();
         let (_, max_end) = cqs.physical_end_bounds();
         if max_end > 0 && committed.index >= 0 && committed.end_pos < max_end {
             // Units beyond the committed data of this member cannot be trusted yet: drop them;

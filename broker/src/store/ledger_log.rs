@@ -1,8 +1,10 @@
 //! [`ReplicatedLog`] over the DLedger [`Ledger`] runtime (notes/LEDGER_API.md).
 //!
-//! Role and committed watches are forwarded by two small tasks (mapping the runtime's types
-//! to the broker's); the dispatcher reads the runtime's committed watch directly
-//! ([`ReplicatedLog::commit_watch`]), one task hop less between a commit and its dispatch.
+//! The role watch is forwarded by a small task (mapping the runtime's type to the broker's;
+//! roles change rarely). The committed mark is not forwarded: it moves with nearly every
+//! batch of appends, and a forwarding task would be one more task wake-up per commit on
+//! every member. Readers take it from the runtime's watch ([`ReplicatedLog::committed_mark`],
+//! [`ReplicatedLog::commit_watch`]).
 //! Reads go straight to the runtime's `StoreReader` (committed entries only, CRC-checked).
 //!
 //! PHYSICALOFFSET: the ledger's append hook (installed by `broker::ledger_options`) writes
@@ -28,7 +30,8 @@ pub struct LedgerLog {
     /// Kept so each read (every dispatched entry, every pulled record) needs no handle.
     reader: rt::StoreReader,
     role_rx: watch::Receiver<LogRoleState>,
-    committed_rx: watch::Receiver<CommitMark>,
+    /// The runtime's committed watch (read in place, never awaited here).
+    committed_rx: watch::Receiver<rt::CommittedMark>,
 }
 
 fn map_role(r: &rt::RoleState) -> LogRoleState {
@@ -66,7 +69,7 @@ fn map_error(e: rt::ProposeError) -> ProposeFailure {
 }
 
 impl LedgerLog {
-    /// Wraps a started ledger; must run inside a tokio runtime (spawns the forwarders).
+    /// Wraps a started ledger; must run inside a tokio runtime (spawns the role forwarder).
     pub fn new(ledger: Ledger) -> LedgerLog {
         let mut src_role = ledger.role();
         let (role_tx, role_rx) = watch::channel(map_role(&src_role.borrow_and_update()));
@@ -78,21 +81,11 @@ impl LedgerLog {
                 }
             }
         });
-        let mut src_mark = ledger.committed();
-        let (mark_tx, committed_rx) = watch::channel(map_mark(&src_mark.borrow_and_update()));
-        tokio::spawn(async move {
-            while src_mark.changed().await.is_ok() {
-                let v = map_mark(&src_mark.borrow_and_update());
-                if mark_tx.send(v).is_err() {
-                    break;
-                }
-            }
-        });
         LedgerLog {
+            committed_rx: ledger.committed(),
             reader: ledger.reader(),
             ledger,
             role_rx,
-            committed_rx,
         }
     }
 
@@ -121,8 +114,8 @@ impl ReplicatedLog for LedgerLog {
         self.role_rx.clone()
     }
 
-    fn committed(&self) -> watch::Receiver<CommitMark> {
-        self.committed_rx.clone()
+    fn committed_mark(&self) -> CommitMark {
+        map_mark(&self.committed_rx.borrow())
     }
 
     fn commit_watch(&self) -> CommitWatch {

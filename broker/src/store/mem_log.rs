@@ -13,8 +13,8 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
 
 use super::commit_log::{
-    CommitMark, LedgerRole, LogEntry, LogPosition, LogRoleState, ProposeFailure, ProposeFuture,
-    ReplicatedLog,
+    CommitMark, CommitWatch, LedgerRole, LogEntry, LogPosition, LogRoleState, ProposeFailure,
+    ProposeFuture, ReplicatedLog,
 };
 use crate::message::record::{stamp_physical_offset, DLEDGER_ENTRY_HEADER_LEN};
 
@@ -101,8 +101,12 @@ impl ReplicatedLog for MemLog {
         self.role_tx.subscribe()
     }
 
-    fn committed(&self) -> watch::Receiver<CommitMark> {
-        self.committed_tx.subscribe()
+    fn committed_mark(&self) -> CommitMark {
+        *self.committed_tx.borrow()
+    }
+
+    fn commit_watch(&self) -> CommitWatch {
+        CommitWatch::Broker(self.committed_tx.subscribe())
     }
 
     fn committed_entry(&self, index: i64) -> Result<Option<LogEntry>, String> {

@@ -20,7 +20,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::sync::{watch, Mutex, Semaphore, TryAcquireError};
+use tokio::sync::{watch, Mutex, OwnedSemaphorePermit, Semaphore, TryAcquireError};
 use tokio_util::sync::CancellationToken;
 
 use super::commit_log::{min_physical_offset, LogPosition, ProposeFailure, ReplicatedLog};
@@ -40,6 +40,15 @@ pub const MAX_INFLIGHT_PROPOSALS: usize = 4096;
 
 /// Next queue offset by topic, then queueId.
 type QueueOffsets = HashMap<String, HashMap<i32, i64>>;
+
+/// Outcome of a successful single put ([`MessageStore::put_record`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PutOne {
+    /// Queue offset of the record (0 for a record that takes none).
+    pub queue_offset: i64,
+    /// Where it landed.
+    pub position: LogPosition,
+}
 
 /// Outcome of a successful put.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,7 +203,7 @@ impl MessageStore {
 
     /// Ledger end/committed index, committed end position and dispatched position.
     pub fn water_marks(&self) -> WaterMarks {
-        let committed = *self.log.committed().borrow();
+        let committed = self.log.committed_mark();
         WaterMarks {
             ledger_end_index: self.log.end_index(),
             committed_index: committed.index,
@@ -229,6 +238,49 @@ impl MessageStore {
         r
     }
 
+    /// Appends one record and waits for the quorum: [`MessageStore::put_records`] with one
+    /// record (same offsets, same outcomes), without the per-batch vectors.
+    pub async fn put_record(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        mut record: BytesMut,
+        take_offset: bool,
+    ) -> Result<PutOne, BrokerError> {
+        let _permit = self.admit(1).await?;
+        let (queue_offset, proposal) = {
+            let mut table = self.queue_offsets.lock().await;
+            if self.resync_needed.load(Ordering::Acquire) {
+                Box::pin(self.resync(&mut table)).await?;
+            }
+            let base = next_queue_offset(&table, &self.cqs, topic, queue_id, take_offset);
+            if take_offset {
+                patch_queue_offset(&mut record, base)?;
+            }
+            let proposal = self
+                .propose_first_poll(record)
+                .await
+                .map_err(propose_error)?;
+            if take_offset {
+                advance_queue_offset(&mut table, topic, queue_id, base + 1);
+            }
+            (base, proposal)
+        };
+        match proposal.wait().await {
+            Ok(position) => {
+                self.stats.put_messages.fetch_add(1, Ordering::Relaxed);
+                Ok(PutOne {
+                    queue_offset,
+                    position,
+                })
+            }
+            Err(e) => {
+                self.note_late_failure(topic, queue_id, &e);
+                Err(propose_error(e))
+            }
+        }
+    }
+
     /// Appends records (all of one topic and queue) as consecutive entries and waits for the
     /// quorum. `take_offsets` is false for records that get no queue offset (transaction
     /// prepared/rollback).
@@ -239,45 +291,16 @@ impl MessageStore {
         mut records: Vec<BytesMut>,
         take_offsets: bool,
     ) -> Result<PutResult, BrokerError> {
-        if self.shut_down.load(Ordering::Acquire) {
-            return Err(BrokerError::ServiceNotAvailable("store shut down".into()));
-        }
         let n = records.len();
-        let permits = u32::try_from(n.max(1)).unwrap_or(u32::MAX);
-        // Permits are nearly always free: only a full window pays for the timed wait.
-        let _permit = match Arc::clone(&self.inflight).try_acquire_many_owned(permits) {
-            Ok(p) => p,
-            Err(TryAcquireError::Closed) => {
-                return Err(BrokerError::ServiceNotAvailable("store shut down".into()))
-            }
-            Err(TryAcquireError::NoPermits) => tokio::time::timeout(
-                Duration::from_secs(3),
-                Arc::clone(&self.inflight).acquire_many_owned(permits),
-            )
-            .await
-            .map_err(|_| {
-                BrokerError::AppendRefused(AppendRefusal::Busy(
-                    "too many proposals in flight".into(),
-                ))
-            })?
-            .map_err(|_| BrokerError::ServiceNotAvailable("store shut down".into()))?,
-        };
-
+        let _permit = self.admit(n).await?;
         let mut pending = Vec::with_capacity(n);
         let first_queue_offset;
         {
             let mut table = self.queue_offsets.lock().await;
             if self.resync_needed.load(Ordering::Acquire) {
-                self.resync(&mut table).await?;
+                Box::pin(self.resync(&mut table)).await?;
             }
-            let base = if take_offsets {
-                match table.get(topic).and_then(|q| q.get(&queue_id)) {
-                    Some(v) => *v,
-                    None => self.cqs.max_offset(topic, queue_id),
-                }
-            } else {
-                0
-            };
+            let base = next_queue_offset(&table, &self.cqs, topic, queue_id, take_offsets);
             first_queue_offset = base;
             let mut accepted = 0i64;
             let mut failure = None;
@@ -285,28 +308,17 @@ impl MessageStore {
                 if take_offsets {
                     patch_queue_offset(rec, base + accepted)?;
                 }
-                let mut fut = self.log.propose(rec.split().freeze());
-                match poll_once(&mut fut).await {
-                    // Only a definite refusal means nothing was appended.
-                    Poll::Ready(Err(e)) if !e.is_indeterminate() => {
+                match self.propose_first_poll(rec.split()).await {
+                    Ok(p) => pending.push(p),
+                    Err(e) => {
                         failure = Some(e);
                         break;
                     }
-                    Poll::Ready(r) => pending.push(Proposal::Done(r)),
-                    Poll::Pending => pending.push(Proposal::Waiting(fut)),
                 }
                 accepted += 1;
             }
             if take_offsets && accepted > 0 {
-                let next = base + accepted;
-                match table.get_mut(topic) {
-                    Some(q) => {
-                        q.insert(queue_id, next);
-                    }
-                    None => {
-                        table.insert(topic.to_owned(), HashMap::from([(queue_id, next)]));
-                    }
-                }
+                advance_queue_offset(&mut table, topic, queue_id, base + accepted);
             }
             if let Some(e) = failure {
                 drop(table);
@@ -330,12 +342,7 @@ impl MessageStore {
             match p.wait().await {
                 Ok(pos) => positions.push(pos),
                 Err(e) => {
-                    if !e.is_indeterminate() {
-                        // The offset was handed out but nothing was appended: a later record of
-                        // the queue may already hold the next offset. Resync before reuse.
-                        tracing::error!(topic, queue_id, error = ?e, "late definite append failure; queue offsets will be resynced");
-                        self.resync_needed.store(true, Ordering::Release);
-                    }
+                    self.note_late_failure(topic, queue_id, &e);
                     first_err.get_or_insert(e);
                 }
             }
@@ -354,6 +361,56 @@ impl MessageStore {
             first_queue_offset,
             positions,
         })
+    }
+
+    /// Checks the store is open and takes `n` in-flight permits. Permits are nearly always
+    /// free: only a full window pays for the timed wait (boxed, so the common path's future
+    /// stays small).
+    async fn admit(&self, n: usize) -> Result<OwnedSemaphorePermit, BrokerError> {
+        if self.shut_down.load(Ordering::Acquire) {
+            return Err(BrokerError::ServiceNotAvailable("store shut down".into()));
+        }
+        let permits = u32::try_from(n.max(1)).unwrap_or(u32::MAX);
+        match Arc::clone(&self.inflight).try_acquire_many_owned(permits) {
+            Ok(p) => Ok(p),
+            Err(TryAcquireError::Closed) => {
+                Err(BrokerError::ServiceNotAvailable("store shut down".into()))
+            }
+            Err(TryAcquireError::NoPermits) => Box::pin(tokio::time::timeout(
+                Duration::from_secs(3),
+                Arc::clone(&self.inflight).acquire_many_owned(permits),
+            ))
+            .await
+            .map_err(|_| {
+                BrokerError::AppendRefused(AppendRefusal::Busy(
+                    "too many proposals in flight".into(),
+                ))
+            })?
+            .map_err(|_| BrokerError::ServiceNotAvailable("store shut down".into())),
+        }
+    }
+
+    /// Creates the proposal of `record` and polls it once (the log orders entries by first
+    /// poll; call with the offsets lock held). `Err` is a definite refusal: nothing was
+    /// appended.
+    async fn propose_first_poll(&self, record: BytesMut) -> Result<Proposal, ProposeFailure> {
+        let mut fut = self.log.propose(record.freeze());
+        match poll_once(&mut fut).await {
+            // Only a definite refusal means nothing was appended.
+            Poll::Ready(Err(e)) if !e.is_indeterminate() => Err(e),
+            Poll::Ready(r) => Ok(Proposal::Done(r)),
+            Poll::Pending => Ok(Proposal::Waiting(fut)),
+        }
+    }
+
+    /// A proposal failed after its first poll. A definite failure there means its offset
+    /// was handed out but nothing was appended: a later record of the queue may already
+    /// hold the next offset, so the counters are resynced before reuse.
+    fn note_late_failure(&self, topic: &str, queue_id: i32, e: &ProposeFailure) {
+        if !e.is_indeterminate() {
+            tracing::error!(topic, queue_id, error = ?e, "late definite append failure; queue offsets will be resynced");
+            self.resync_needed.store(true, Ordering::Release);
+        }
     }
 
     /// Waits (bounded) for in-flight proposals to settle and dispatch to catch up, then
@@ -552,7 +609,7 @@ impl MessageStore {
 
     /// Commit-log max offset (the committed end, as a physical offset bound).
     pub fn commit_log_max_offset(&self) -> i64 {
-        self.log.committed().borrow().end_pos
+        self.log.committed_mark().end_pos
     }
 
     /// Commit-log min offset.
@@ -593,6 +650,36 @@ impl MessageStore {
     /// The record's physical offset for an entry position.
     pub fn physical_offset_of(pos: &LogPosition) -> i64 {
         pos.pos + DLEDGER_ENTRY_HEADER_LEN
+    }
+}
+
+/// The queue's next offset under the offsets lock (0 for records that take none); a queue
+/// without a counter continues at its consume queue's max offset.
+fn next_queue_offset(
+    table: &QueueOffsets,
+    cqs: &ConsumeQueueSet,
+    topic: &str,
+    queue_id: i32,
+    take_offsets: bool,
+) -> i64 {
+    if !take_offsets {
+        return 0;
+    }
+    match table.get(topic).and_then(|q| q.get(&queue_id)) {
+        Some(v) => *v,
+        None => cqs.max_offset(topic, queue_id),
+    }
+}
+
+/// Sets the queue's next offset (the topic key is allocated only for a topic's first queue).
+fn advance_queue_offset(table: &mut QueueOffsets, topic: &str, queue_id: i32, next: i64) {
+    match table.get_mut(topic) {
+        Some(q) => {
+            q.insert(queue_id, next);
+        }
+        None => {
+            table.insert(topic.to_owned(), HashMap::from([(queue_id, next)]));
+        }
     }
 }
 

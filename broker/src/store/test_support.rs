@@ -11,7 +11,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
 
 use super::commit_log::{
-    CommitMark, LogEntry, LogRoleState, ProposeFailure, ProposeFuture, ReplicatedLog,
+    CommitMark, CommitWatch, LogEntry, LogRoleState, ProposeFailure, ProposeFuture, ReplicatedLog,
 };
 use super::mem_log::MemLog;
 use crate::message::record::{encode_record, MagicPolicy, MessageLimits, RecordFields};
@@ -25,7 +25,7 @@ pub(crate) struct ProbedLog {
     proposals: AtomicUsize,
     /// The proposal (counted from 0) answered `Timeout`.
     timeout_at: Option<usize>,
-    /// What `committed()` publishes instead of the inner log's mark, once set.
+    /// What `committed_mark()` and `commit_watch()` show instead of the inner log's mark, once set.
     commit_override: std::sync::Mutex<Option<Arc<watch::Sender<CommitMark>>>>,
 }
 
@@ -40,7 +40,7 @@ impl ProbedLog {
         }
     }
 
-    /// From now on `committed()` shows `mark` (a restarted member whose checkpointed commit
+    /// From now on `committed_mark()` and `commit_watch()` show `mark` (a restarted member whose checkpointed commit
     /// lags what it dispatched before); the returned sender moves it on.
     pub(crate) fn override_committed(&self, mark: CommitMark) -> Arc<watch::Sender<CommitMark>> {
         let tx = Arc::new(watch::channel(mark).0);
@@ -76,10 +76,16 @@ impl ReplicatedLog for ProbedLog {
     fn role(&self) -> watch::Receiver<LogRoleState> {
         self.inner.role()
     }
-    fn committed(&self) -> watch::Receiver<CommitMark> {
+    fn committed_mark(&self) -> CommitMark {
         match &*self.commit_override.lock().unwrap() {
-            Some(tx) => tx.subscribe(),
-            None => self.inner.committed(),
+            Some(tx) => *tx.borrow(),
+            None => self.inner.committed_mark(),
+        }
+    }
+    fn commit_watch(&self) -> CommitWatch {
+        match &*self.commit_override.lock().unwrap() {
+            Some(tx) => CommitWatch::Broker(tx.subscribe()),
+            None => self.inner.commit_watch(),
         }
     }
     fn committed_entry(&self, index: i64) -> Result<Option<LogEntry>, String> {
