@@ -2,18 +2,22 @@
 //! (the raw baseline: same code path without replication) measured in the same run.
 //!
 //! `cargo bench -p dledger-commitlog --bench ledger` (env `LEDGER_BENCH_SECS`, default 2,
-//! seconds per point; `LEDGER_BENCH_POINTS=1024:256,128:1` runs only those points). Async flush (DLedger default). Prints proposals/s and commit latency
-//! p50/p99/p999 for 128 B and 1 KiB bodies with 1, 16 and 256 concurrent proposers, the
-//! process CPU time per proposal (`cpu/op`, µs; steadier than rates on a shared machine) and
-//! its user-space part (`usr/op`: leaves out the kernel's page-cache zero-fill, see
-//! `cpu_ticks_split`), and
-//! the 3-member / 1-member throughput ratio.
+//! seconds per point; `LEDGER_BENCH_POINTS=1024:256,128:1` runs only those points). Async
+//! flush (DLedger default). Prints proposals/s and commit latency p50/p99/p999 for 128 B and
+//! 1 KiB bodies with 1, 16 and 256 concurrent proposers, the process CPU time per proposal
+//! (`cpu/op`, µs; steadier than rates on a shared machine) and its user-space part (`usr/op`:
+//! leaves out the kernel's page-cache work, see `cpu_ticks_split`), the 3-member / 1-member
+//! throughput ratio, and the data files created while measuring (1-member/3-member group).
 //!
-//! `LEDGER_BENCH_DIAG=1` instead runs only the 3-member group at 1 KiB / 256 in flight (once
-//! the first files are populated) and prints a 50 ms time series (commits, worst latency, CPU
-//! of the preallocation, flush and worker threads, dirty/writeback memory, runnable tasks,
-//! files) to find where stalls come from. `LEDGER_BENCH_SEGMENT_MIB` sets the data file size
-//! (default 64 MiB; with a file larger than a run writes, no file is created while measuring).
+//! Each group first writes into its steady state (see [`warm_up_bytes`]): every figure then
+//! includes the background work a long run pays (populating ahead of the writer, releasing
+//! behind it, creating files), none is measured before it starts.
+//!
+//! `LEDGER_BENCH_DIAG=1` instead runs only the 3-member group at 1 KiB / 256 in flight (after
+//! the same warm-up) and prints a 50 ms time series (commits, worst latency, CPU of the
+//! preallocation, flush and worker threads, dirty/writeback memory, runnable tasks, files) to
+//! find where stalls come from. `LEDGER_BENCH_SEGMENT_MIB` sets the data file size (default
+//! 64 MiB; the product default is 1024).
 
 #![allow(clippy::unwrap_used)] // tests and benches may unwrap
 
@@ -36,6 +40,8 @@ struct Point {
     cpu_us: f64,
     /// User CPU time per committed proposal (see [`cpu_ticks_split`]).
     usr_us: f64,
+    /// Data files created while measuring (all members of the group).
+    files: usize,
 }
 
 /// `(user, system)` CPU time this process has used so far, in clock ticks. User time leaves
@@ -117,31 +123,50 @@ fn segment_mib() -> u64 {
         .unwrap_or(64)
 }
 
-/// The store's threads that create and populate files ahead of the writer.
-fn is_prealloc(thread: &str) -> bool {
-    thread.starts_with("dledger-preall") || thread.starts_with("dledger-popul")
+/// Data bytes each member writes before a group's first measurement: past the store's
+/// populate-ahead and release-behind windows (64 + 256 MiB), into its steady state, where the
+/// memory of pages it released is handed out again (a long-running broker is always there; a
+/// fresh process first takes new memory, which costs this VM ~10x more kernel time), and, with
+/// a data file larger than that, to 192 MiB before the end of the first file, so that the
+/// measurement crosses a file boundary (the `files` column counts data files created while
+/// measuring, all members).
+fn warm_up_bytes() -> u64 {
+    (384u64 << 20).max((segment_mib() << 20).saturating_sub(192 << 20))
 }
 
-/// Waits (up to 60 s) until the preallocation threads have been idle for 300 ms: new files
-/// are populated in the background, and this run should not measure that.
-async fn wait_prealloc_idle() {
-    let busy = || -> u64 {
-        thread_ticks()
-            .iter()
-            .filter(|(n, _)| is_prealloc(n))
-            .map(|(_, v)| v)
-            .sum()
+/// Data files of a group (all members).
+fn data_files(root: &std::path::Path) -> usize {
+    let Ok(rd) = std::fs::read_dir(root) else {
+        return 0;
     };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut last = busy();
-    while Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let now = busy();
-        if now == last {
-            return;
-        }
-        last = now;
+    rd.flatten()
+        .map(|m| count_files(&m.path().join("data")))
+        .sum()
+}
+
+/// Proposes 1 KiB bodies from 256 proposers until the leader has committed `bytes` of log.
+async fn warm_up(leader: &Ledger, bytes: u64) {
+    let target = i64::try_from(bytes / (1024 + 48)).unwrap_or(i64::MAX);
+    let t0 = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..256 {
+        let (l, b) = (leader.clone(), Bytes::from(vec![b'w'; 1024]));
+        tasks.push(tokio::spawn(async move {
+            while l.status().committed_index < target {
+                if l.propose(b.clone()).await.is_err() {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+        }));
     }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    println!(
+        "  (warm-up: {} MiB per member in {:.1} s)",
+        bytes >> 20,
+        t0.elapsed().as_secs_f64()
+    );
 }
 
 async fn start_group(dir: &std::path::Path, n: usize) -> (Vec<Ledger>, usize) {
@@ -179,7 +204,13 @@ async fn start_group(dir: &std::path::Path, n: usize) -> (Vec<Ledger>, usize) {
     }
 }
 
-async fn measure(leader: &Ledger, body_len: usize, proposers: usize, secs: f64) -> Point {
+async fn measure(
+    leader: &Ledger,
+    root: &std::path::Path,
+    body_len: usize,
+    proposers: usize,
+    secs: f64,
+) -> Point {
     let body = vec![b'm'; body_len];
     let stop = Arc::new(AtomicBool::new(false));
     let warmup = Duration::from_millis(300);
@@ -225,8 +256,10 @@ async fn measure(leader: &Ledger, body_len: usize, proposers: usize, secs: f64) 
     }
     tokio::time::sleep(warmup).await;
     let (u0, s0) = cpu_ticks_split();
+    let f0 = data_files(root);
     tokio::time::sleep(Duration::from_secs_f64(secs)).await;
     let (u1, s1) = cpu_ticks_split();
+    let files = data_files(root).saturating_sub(f0);
     let cpu = (u1 + s1 - u0 - s0) as f64 / TICKS_PER_SEC;
     let usr = (u1 - u0) as f64 / TICKS_PER_SEC;
     stop.store(true, Ordering::Relaxed);
@@ -253,6 +286,7 @@ async fn measure(leader: &Ledger, body_len: usize, proposers: usize, secs: f64) 
         p99: q(0.99),
         p999: q(0.999),
         busy,
+        files,
     }
 }
 
@@ -284,7 +318,7 @@ fn main() {
         };
         let (three, l3) = start_group(dir3.path(), 3).await;
         if diag {
-            wait_prealloc_idle().await;
+            warm_up(&three[l3], warm_up_bytes()).await;
             // Time series of the 3-member group at 1 KiB / 256 in flight, one line per 50 ms:
             // where do the slow commits come from? Thread CPU in ms per window (prealloc,
             // flush, tokio workers), dirty/writeback MiB, runnable tasks on the machine,
@@ -325,12 +359,12 @@ fn main() {
                     last_commit = c;
                 }
             });
-            let p = measure(&three[l3], 1024, 256, secs).await;
+            let p = measure(&three[l3], dir3.path(), 1024, 256, secs).await;
             stop.store(true, Ordering::Relaxed);
             watcher.await.unwrap();
             println!(
-                "diag: {:.0}/s p50 {:?} p99 {:?} p999 {:?} cpu/op {:.1} us (user {:.1} us)",
-                p.rate, p.p50, p.p99, p.p999, p.cpu_us, p.usr_us
+                "diag: {:.0}/s p50 {:?} p99 {:?} p999 {:?} cpu/op {:.1} us (user {:.1} us), {} data files created",
+                p.rate, p.p50, p.p99, p.p999, p.cpu_us, p.usr_us, p.files
             );
             // Stop the members before the directories go: a running preallocation thread
             // would recreate files while they are removed (the removal fails and leaves
@@ -340,10 +374,12 @@ fn main() {
             }
             return;
         }
-        println!("ledger bench: async flush, loopback, {secs} s per point (+0.3 s warm-up); loadavg {}", loadavg());
+        println!("ledger bench: async flush, loopback, {} MiB data files, {secs} s per point (+0.3 s warm-up); loadavg {}", segment_mib(), loadavg());
+        warm_up(&one[l1], warm_up_bytes()).await;
+        warm_up(&three[l3], warm_up_bytes()).await;
         println!(
-            "{:>6} {:>5} | {:>10} {:>8} {:>8} {:>8} {:>7} {:>6} | {:>10} {:>8} {:>8} {:>8} {:>7} {:>6} | {:>6}",
-            "body", "inflt", "1-node/s", "p50us", "p99us", "p999us", "cpu/op", "usr/op", "3-node/s", "p50us", "p99us", "p999us", "cpu/op", "usr/op", "ratio"
+            "{:>6} {:>5} | {:>10} {:>8} {:>8} {:>8} {:>7} {:>6} | {:>10} {:>8} {:>8} {:>8} {:>7} {:>6} | {:>6} {:>5}",
+            "body", "inflt", "1-node/s", "p50us", "p99us", "p999us", "cpu/op", "usr/op", "3-node/s", "p50us", "p99us", "p999us", "cpu/op", "usr/op", "ratio", "files"
         );
         // `LEDGER_BENCH_POINTS=1024:256,128:1` limits the run to those body:in-flight points.
         let only: Option<Vec<(usize, usize)>> = std::env::var("LEDGER_BENCH_POINTS").ok().map(|v| {
@@ -357,10 +393,10 @@ fn main() {
                 if only.as_ref().is_some_and(|o| !o.contains(&(body, c))) {
                     continue;
                 }
-                let a = measure(&one[l1], body, c, secs).await;
-                let b = measure(&three[l3], body, c, secs).await;
+                let a = measure(&one[l1], dir1.path(), body, c, secs).await;
+                let b = measure(&three[l3], dir3.path(), body, c, secs).await;
                 println!(
-                    "{:>6} {:>5} | {:>10.0} {:>8} {:>8} {:>8} {:>7.1} {:>6.1} | {:>10.0} {:>8} {:>8} {:>8} {:>7.1} {:>6.1} | {:>6.2}{}",
+                    "{:>6} {:>5} | {:>10.0} {:>8} {:>8} {:>8} {:>7.1} {:>6.1} | {:>10.0} {:>8} {:>8} {:>8} {:>7.1} {:>6.1} | {:>6.2} {:>2}/{:<2}{}",
                     body,
                     c,
                     a.rate,
@@ -376,6 +412,8 @@ fn main() {
                     b.cpu_us,
                     b.usr_us,
                     b.rate / a.rate.max(1.0),
+                    a.files,
+                    b.files,
                     if a.busy + b.busy > 0 { format!("  (busy/failed proposals: {} / {})", a.busy, b.busy) } else { String::new() }
                 );
             }

@@ -78,8 +78,8 @@ pub(crate) fn ensure_segment(
         if list.find(addr).is_some() || list.bounds().map_or(first_start, |(_, e)| e) != start {
             continue;
         }
-        // A claimed file is not populated here: the background thread does it (asked again
-        // below) ahead of the writer, which faults in what it reaches first.
+        // A claimed file is not populated here: the background thread does it (told below)
+        // ahead of the writer, which faults in what it reaches first.
         let seg = sh
             .dir
             .create_segment(kind, start, len, !claimed)
@@ -89,9 +89,7 @@ pub(crate) fn ensure_segment(
             segs.push(Arc::new(seg));
         }
         drop(segs);
-        if claimed {
-            sh.prealloc.request_populate(kind, start);
-        }
+        sh.prealloc.published(kind, start);
     }
 }
 

@@ -12,6 +12,7 @@ use super::atomic_file;
 use super::fault::{FaultPoint, Faults};
 use super::mem_disk::MemDisk;
 use super::mmap_segment::MmapSegment;
+use super::preallocate;
 use super::segment::{segment_name, Kind, Segment};
 
 /// A file found in `data/` or `index/`.
@@ -106,9 +107,10 @@ impl Dir {
         }
     }
 
-    /// Creates and allocates a new segment. `now`: also pre-faults it and makes its name
-    /// durable before returning; otherwise (background creation) the caller populates it
-    /// before publishing it and syncs the name after (a flush syncs it first if still needed).
+    /// Creates and allocates a new segment. `now`: also pre-faults the part the writer
+    /// reaches first (`preallocate::ahead`) and makes its name durable before returning;
+    /// otherwise (background creation) the caller populates it and the name is synced later
+    /// (a flush syncs it first if still needed).
     pub(crate) fn create_segment(
         &self,
         kind: Kind,
@@ -125,7 +127,8 @@ impl Dir {
             } => {
                 faults.check(kind.create_point())?;
                 let dir = root.join(kind.dir_name());
-                let seg = MmapSegment::create(&dir.join(&name), len, now, *large_folios)?;
+                let prefix = now.then(|| preallocate::ahead(kind));
+                let seg = MmapSegment::create(&dir.join(&name), len, prefix, *large_folios)?;
                 Ok(Segment::mmap(kind, start, seg, len, faults.clone()))
             }
             Dir::Mem(m) => {

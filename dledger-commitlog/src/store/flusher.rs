@@ -64,6 +64,9 @@ pub(crate) struct FlushState {
     /// Written ends, updated by the writer on every append without taking the lock.
     data_written: AtomicU64,
     index_written: AtomicU64,
+    /// Index bytes below this address are durable (for the populating thread, which releases
+    /// the page cache of durable bytes the writer has left behind).
+    index_flushed: AtomicU64,
     /// Sync mode: something was appended since the last pass snapshot.
     wake: AtomicBool,
     cv: Condvar,
@@ -88,6 +91,7 @@ impl FlushState {
             }),
             data_written: AtomicU64::new(written),
             index_written: AtomicU64::new(index_written),
+            index_flushed: AtomicU64::new(index_written),
             wake: AtomicBool::new(false),
             cv: Condvar::new(),
             flush_lock: Mutex::new(()),
@@ -113,6 +117,16 @@ impl FlushState {
         self.data_written.load(Ordering::Acquire)
     }
 
+    /// Index written so far (end address).
+    pub(crate) fn index_written(&self) -> u64 {
+        self.index_written.load(Ordering::Acquire)
+    }
+
+    /// Index durable so far (end address).
+    pub(crate) fn index_flushed(&self) -> u64 {
+        self.index_flushed.load(Ordering::Acquire)
+    }
+
     /// Writer: bytes up to these ends were written.
     pub(crate) fn note_written(&self, data_end: u64, index_end: u64) {
         self.data_written.store(data_end, Ordering::Release);
@@ -134,6 +148,7 @@ impl FlushState {
         m.data_from = m.data_from.min(data_cut);
         self.data_written.store(data_cut, Ordering::Release);
         m.index_from = m.index_from.min(index_cut);
+        self.index_flushed.fetch_min(index_cut, Ordering::AcqRel);
         self.index_written.store(index_cut, Ordering::Release);
         drop(m);
         self.tx.send_if_modified(|p| {
@@ -180,7 +195,7 @@ fn flush_pass(sh: &Shared, with_index: bool) -> Result<Pos, StoreError> {
     if sh.poisoned.load(Ordering::Acquire) {
         return Err(StoreError::Poisoned("an earlier flush failed".into()));
     }
-    let (df, dt, dw, xf, xt) = {
+    let (df, dt, dw, xf, xt, xw) = {
         let mut m = sh.flush.marks();
         sh.flush.wake.swap(false, Ordering::AcqRel);
         let dw = sh.flush.data_written.load(Ordering::Acquire);
@@ -191,6 +206,7 @@ fn flush_pass(sh: &Shared, with_index: bool) -> Result<Pos, StoreError> {
             dw,
             m.index_from,
             m.index_to.max(xw),
+            xw,
         );
         m.data_from = dw;
         m.data_to = dw;
@@ -215,6 +231,10 @@ fn flush_pass(sh: &Shared, with_index: bool) -> Result<Pos, StoreError> {
     });
     if with_index {
         sh.index.flush_range(xf, xt).map_err(poison)?;
+        // Everything below the snapshot's written end, unless a cut came meanwhile (it
+        // lowered `index_from`, and the cut part is dirty again).
+        let durable = xw.min(sh.flush.marks().index_from);
+        sh.flush.index_flushed.store(durable, Ordering::Release);
     }
     Ok(Pos(flushed))
 }

@@ -7,7 +7,8 @@
 //!          │                           ▼                 ▼
 //!          ├── data_log: blank rule ── Shared: segment lists + atomics (begin/end/committed)
 //!          ├── flusher thread ──────── FlushProgress watch (group commit), checkpoint
-//!          ├── preallocate thread ──── next file created + pre-touched ahead of need
+//!          ├── preallocate threads ─── next file created; a window ahead of the writer
+//!          │                           populated, durable pages far behind it released
 //!          ├── cleaner (caller's clock) and recovery (at open)
 //!          ▼
 //!      Dir: Fs (mmap_segment, atomic_file) | Mem (mem_disk crash model) + Faults

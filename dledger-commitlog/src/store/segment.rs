@@ -180,6 +180,15 @@ impl Segment {
         }
     }
 
+    /// Releases the cached pages of `[off, off+len)` without changing any byte (mmap only;
+    /// see `MmapSegment::release`).
+    pub(crate) fn release(&self, off: u64, len: u64) -> io::Result<()> {
+        match &self.backing {
+            Backing::Mmap(m) => m.release(clamp(off), clamp(len)),
+            Backing::Mem(_) => Ok(()),
+        }
+    }
+
     /// Makes `[off, off+len)` durable (and the file's name, the first time).
     pub(crate) fn flush(&self, off: u64, len: u64) -> io::Result<()> {
         self.faults.check(FaultPoint::Flush)?;

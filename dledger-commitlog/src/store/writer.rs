@@ -490,9 +490,9 @@ impl Store {
             store_opt(&self.sh.begin_index, self.begin);
         }
         store_opt(&self.sh.end_index, Some(index));
-        self.sh
-            .flush
-            .note_written(self.write_pos, iaddr + INDEX_ENTRY_BYTES as u64);
+        let index_end = iaddr + INDEX_ENTRY_BYTES as u64;
+        self.sh.flush.note_written(self.write_pos, index_end);
+        self.sh.prealloc.note_written(self.write_pos, index_end);
         Ok(Appended {
             index,
             pos: Pos(pos),
@@ -698,10 +698,9 @@ impl Store {
         Ok(())
     }
 
-    /// Creates (and pre-touches) the files the next append writes to, so that append does
-    /// not do it on the caller's thread. The runtime calls it at start, off the async workers:
-    /// with 1 GiB files the first append would otherwise stall the consensus driver for
-    /// seconds right after its first election.
+    /// Creates the files the next append writes to (and pre-touches their first pages), so
+    /// that append does not do it on the caller's thread. The runtime calls it at start, off
+    /// the async workers, so the first append after an election does not stall the driver.
     pub fn prepare_next_append(&mut self) -> Result<(), StoreError> {
         self.sh.check_writable()?;
         self.ensure_data(self.write_pos)?;
