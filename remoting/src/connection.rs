@@ -6,7 +6,10 @@
 //! idle and partial-frame deadlines, and running processors for incoming requests (polled
 //! once inline on the reader; moved to their own task only if they wait).
 //! Senders encode their frames straight into the outbox from their own task (an invoking
-//! caller, the reader answering inline, a processor task); the writer only writes batches.
+//! caller, the reader answering inline, a processor task). After each batch of frames it read,
+//! the reader writes the outbox out itself with non-blocking writes when no write is under way
+//! (no wake-up of, and hop to, the writer task per batch); the writer task writes what is
+//! queued at other times and whatever the socket did not take at once.
 //! Must not: block the reader on a processor or on the writer (a held long-poll pull must not
 //! delay other responses; the reader only ever *tries* to queue), or hold a std lock across
 //! `.await`.
@@ -22,7 +25,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use futures_util::FutureExt;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -34,7 +37,7 @@ use crate::code::{version, ResponseCode};
 use crate::command::{next_opaque, RemotingCommand, FLAG_ONEWAY, FLAG_RESPONSE};
 use crate::error::{FrameError, RemotingError};
 use crate::frame::{self, SerializeType, DEFAULT_MAX_FRAME_LEN};
-use crate::outbox::{Outbox, Push, PushError};
+use crate::outbox::{Outbox, Push, PushError, MAX_SCRATCH_CAPACITY};
 use crate::processor::{ConnectionListener, RequestProcessor};
 use crate::waiters::Waiters;
 
@@ -409,7 +412,12 @@ pub(crate) fn spawn_connection(
     tracing::debug!(conn = %handle.id(), peer = %remote, "connection open");
     let writer_done = CancellationToken::new();
     let io = ctx.io.clone();
-    io.spawn(writer_loop(handle.clone(), write_half, writer_done.clone()));
+    let write_half = Arc::new(write_half);
+    io.spawn(writer_loop(
+        handle.clone(),
+        write_half.clone(),
+        writer_done.clone(),
+    ));
     let sweeper = handle.clone();
     io.spawn(async move {
         tokio::select! {
@@ -417,19 +425,38 @@ pub(crate) fn spawn_connection(
             _ = sweeper.shared.waiters.sweep() => {}
         }
     });
-    io.spawn(reader_loop(handle.clone(), read_half, ctx, writer_done));
+    io.spawn(reader_loop(
+        handle.clone(),
+        read_half,
+        write_half,
+        ctx,
+        writer_done,
+    ));
     Ok(handle)
 }
-
-/// A write buffer whose capacity grew past 16 times this is dropped after its batch.
-const WRITE_CHUNK: usize = 64 * 1024;
 
 /// How long a closing connection may take to flush what was queued before it.
 const CLOSE_FLUSH_GRACE: Duration = Duration::from_secs(2);
 
+/// Writes all of `buf`, waiting for the socket when it is full. The write half is shared with
+/// the reader, which writes inline between reads (only one of them writes at a time: the
+/// outbox's `writing` state).
+async fn write_all_shared(w: &OwnedWriteHalf, buf: &[u8]) -> std::io::Result<()> {
+    let mut written = 0;
+    while written < buf.len() {
+        match w.try_write(&buf[written..]) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => written += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => w.writable().await?,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 async fn writer_loop(
     conn: ConnectionHandle,
-    mut write_half: OwnedWriteHalf,
+    write_half: Arc<OwnedWriteHalf>,
     done: CancellationToken,
 ) {
     let outbox = &conn.shared.outbox;
@@ -449,40 +476,46 @@ async fn writer_loop(
         if !more {
             break;
         }
-        let write = write_half.write_all(&out);
-        tokio::pin!(write);
-        let r = tokio::select! {
-            biased;
-            r = &mut write => r,
-            // A peer that stops reading must not pin this task once the connection is closed.
-            _ = &mut closed => match tokio::time::timeout(CLOSE_FLUSH_GRACE, &mut write).await {
-                Ok(r) => r,
-                Err(_) => Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "write not finished in time after close",
-                )),
-            },
+        let r = {
+            let write = write_all_shared(&write_half, &out);
+            tokio::pin!(write);
+            tokio::select! {
+                biased;
+                r = &mut write => r,
+                // A peer that stops reading must not pin this task once the connection is
+                // closed.
+                _ = &mut closed => match tokio::time::timeout(CLOSE_FLUSH_GRACE, &mut write).await {
+                    Ok(r) => r,
+                    Err(_) => Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "write not finished in time after close",
+                    )),
+                },
+            }
         };
         if let Err(e) = r {
             failure = Some(e);
             break;
         }
         out.clear();
-        if out.capacity() > 16 * WRITE_CHUNK {
-            // A huge frame passed through; do not keep its buffer for the connection's life.
+        if out.capacity() > MAX_SCRATCH_CAPACITY {
             out = BytesMut::new();
         }
+        outbox.write_done();
         conn.shared.touch();
     }
     // No frame is accepted from here on.
     conn.close();
     if failure.is_none() {
-        // Closing: write what was already queued (responses of drained processors), then FIN.
+        // Closing: write what was already queued (responses of drained processors), after
+        // an inline write of the reader that may be under way.
         let drain = async {
-            if outbox.take_now(&mut out) {
-                write_half.write_all(&out).await?;
+            while outbox.take_remaining(&mut out).await {
+                write_all_shared(&write_half, &out).await?;
+                out.clear();
+                outbox.write_done();
             }
-            write_half.shutdown().await
+            Ok::<(), std::io::Error>(())
         };
         if let Ok(Err(e)) = tokio::time::timeout(CLOSE_FLUSH_GRACE, drain).await {
             failure = Some(e);
@@ -491,6 +524,9 @@ async fn writer_loop(
     if let Some(e) = failure {
         tracing::debug!(conn = %conn.id(), peer = %conn.remote_addr(), error = %e, "write failed; closing");
     }
+    // The FIN goes out when the last holder of the write half (this task or the reader,
+    // which drops its own as soon as it stops reading) lets go of it.
+    drop(write_half);
     done.cancel();
 }
 
@@ -508,11 +544,13 @@ enum ReadEnd {
 async fn reader_loop(
     conn: ConnectionHandle,
     mut read_half: OwnedReadHalf,
+    write_half: Arc<OwnedWriteHalf>,
     ctx: ConnectionContext,
     writer_done: CancellationToken,
 ) {
     let running = Arc::new(AtomicUsize::new(0));
-    let end = read_frames(&conn, &mut read_half, &ctx, &running).await;
+    let end = read_frames(&conn, &mut read_half, &write_half, &ctx, &running).await;
+    drop(write_half);
     match &end {
         ReadEnd::Eof => {
             tracing::debug!(conn = %conn.id(), peer = %conn.remote_addr(), "peer closed")
@@ -550,11 +588,15 @@ async fn reader_loop(
 async fn read_frames(
     conn: &ConnectionHandle,
     read_half: &mut OwnedReadHalf,
+    write_half: &OwnedWriteHalf,
     ctx: &ConnectionContext,
     running: &Arc<AtomicUsize>,
 ) -> ReadEnd {
     let cfg = &ctx.config;
+    let outbox = &conn.shared.outbox;
     let mut buf = BytesMut::with_capacity(8 * 1024);
+    // Scratch buffer of inline writes (trades places with the outbox's queue).
+    let mut out = BytesMut::new();
     let mut partial_since: Option<Instant> = None;
     let mut hold = BudgetHold::new(ctx.partial_budget.clone());
     // Created once and polled again on every read: registering a fresh cancellation waiter
@@ -580,6 +622,8 @@ async fn read_frames(
                 Err(e) => return ReadEnd::Frame(e),
             }
         }
+        // Responses of this batch (and anything else queued) go out right away, from here.
+        outbox.flush_inline(&mut out, |b| write_half.try_write(b));
         if buf.is_empty() {
             partial_since = None;
         } else if partial_since.is_none() {
@@ -607,7 +651,10 @@ async fn read_frames(
                 // The owner closes the connection once running processors are drained.
                 Ok(0) if shutting_down => return ReadEnd::Closed,
                 Ok(0) => return ReadEnd::Eof,
-                Ok(_) => conn.shared.touch(),
+                Ok(_) => {
+                    conn.shared.touch();
+                    outbox.defer_wakeups();
+                }
                 Err(e) => return ReadEnd::Io(e),
             },
             _ = &mut timer => {

@@ -9,7 +9,8 @@
 //!     connection.rs           reader task (routes by RESPONSE bit, polls processors inline;
 //!          |                  a processor that waits gets its own task) -> processor.rs
 //!     outbox.rs               senders encode frames into one bounded per-connection buffer;
-//!          |                  the writer task writes it out in batches
+//!          |                  the reader writes it out after each batch it read (when nobody
+//!          |                  else writes), the writer task at other times and what is left
 //!     waiters.rs              opaque -> waiter of requests this side sent, with deadlines;
 //!          |                  one sweeper per connection expires them (no timer per call)
 //!     codec.rs                tokio-util Decoder/Encoder (thin adapter)

@@ -1,15 +1,16 @@
 //! The outbound queue of one connection: frames are encoded by whoever sends them (an
 //! invoking caller, the reader answering a request inline, a processor task) straight into
-//! one shared byte buffer, and the connection's writer task swaps that buffer out and writes
-//! it with one `write_all` per batch.
+//! one shared byte buffer, which is swapped out and written in one go per batch: by the
+//! reader itself right after a batch of frames it read (non-blocking writes, when nobody else
+//! writes), else by the connection's writer task.
 //!
 //! Why not a channel of commands: a channel node, a wake-up and a hand-over of the command
 //! per frame, then the encode on the writer's task, cost more than the frame itself. Here a
 //! frame costs one short lock and the encode, and the writer is woken only when the buffer
-//! goes from empty to non-empty.
+//! goes from empty to non-empty while nobody writes and the reader is not about to flush.
 //!
-//! Owns: the buffer, its bounds (frames and bytes: the back-pressure of the connection), and
-//! the closed state. Must not: hold its lock across `.await` (it is a std lock, held only to
+//! Owns: the buffer, its bounds (frames and bytes: the back-pressure of the connection), who
+//! writes (one party at a time, so batches keep their order) and the closed state. Must not: hold its lock across `.await` (it is a std lock, held only to
 //! append or swap), or let a full queue block the reader (callers use [`Outbox::try_push`]).
 
 use std::sync::{Mutex, MutexGuard};
@@ -24,6 +25,10 @@ use crate::error::FrameError;
 /// Bytes queued beyond which senders wait (a single frame is always admitted into an empty
 /// queue, whatever its size).
 pub(crate) const MAX_QUEUED_BYTES: usize = 16 * 1024 * 1024;
+
+/// A write buffer whose capacity grew past this is dropped after its batch (a huge frame
+/// passed through; its buffer is not kept for the connection's life).
+pub(crate) const MAX_SCRATCH_CAPACITY: usize = 1024 * 1024;
 
 /// Outcome of one attempt to queue a frame.
 #[derive(Debug)]
@@ -57,6 +62,35 @@ struct State {
     closed: bool,
     /// A sender saw the queue full and may be waiting for room.
     full_seen: bool,
+    /// Bytes taken out are being written (by the writer task or inline by the reader); only
+    /// one party writes at a time, and it looks at the queue again when it is done.
+    writing: bool,
+    /// The reader is handling a batch of frames it read and flushes the queue itself at the
+    /// end of it, so queueing a frame does not wake the writer task meanwhile.
+    deferred: bool,
+    /// The rest of an inline write the socket did not take at once; the writer task writes it
+    /// before anything else (`writing` stays set until then).
+    carry: Option<BytesMut>,
+}
+
+/// What [`Outbox::take_now`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Take {
+    /// Bytes moved into `out`: the caller writes them, then calls [`Outbox::write_done`].
+    Bytes,
+    /// Nothing queued.
+    Empty,
+    /// Someone else is writing; they look at the queue again (and wake the writer) after.
+    Busy,
+}
+
+/// How an inline write by the reader ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Flush {
+    /// Nothing left for now (or someone else is writing it).
+    Done,
+    /// The socket took only part: the rest went to the writer task.
+    HandedOver,
 }
 
 /// One connection's outbound frames, encoded and waiting for the writer.
@@ -80,6 +114,9 @@ impl Outbox {
                 frames: 0,
                 closed: false,
                 full_seen: false,
+                writing: false,
+                deferred: false,
+                carry: None,
             }),
             has_bytes: Notify::new(),
             room: Notify::new(),
@@ -109,10 +146,12 @@ impl Outbox {
             return Push::Encode(e);
         }
         st.frames += 1;
-        let first = st.frames == 1;
+        // The writer takes everything at once, so only the first frame needs a wake-up; none
+        // while someone writes (they look again when done) or the reader flushes after its
+        // batch.
+        let wake = st.frames == 1 && !st.writing && !st.deferred;
         drop(st);
-        if first {
-            // The writer takes everything at once, so only the first frame needs a wake-up.
+        if wake {
             self.has_bytes.notify_one();
         }
         Push::Queued
@@ -148,36 +187,132 @@ impl Outbox {
     }
 
     /// Writer side: moves every queued byte into `out` (which must be empty), waiting until
-    /// there is some. Returns false once the outbox is closed and empty.
+    /// there is some and nobody else writes. Returns false once the outbox is closed, empty
+    /// and nobody writes. After writing `out`, call [`Outbox::write_done`].
     pub(crate) async fn take(&self, out: &mut BytesMut) -> bool {
         loop {
             let wake = self.has_bytes.notified();
             tokio::pin!(wake);
             wake.as_mut().enable();
-            if self.take_now(out) {
-                return true;
-            }
-            if self.lock().closed {
-                return false;
+            match self.take_now(out) {
+                Take::Bytes => return true,
+                Take::Empty if self.lock().closed => return false,
+                Take::Empty | Take::Busy => {}
             }
             wake.await;
         }
     }
 
-    /// Moves every queued byte into `out` (which must be empty); false if there were none.
-    pub(crate) fn take_now(&self, out: &mut BytesMut) -> bool {
-        let mut st = self.lock();
-        if st.buf.is_empty() {
-            return false;
+    /// Closing writer: like [`Outbox::take`], but false as soon as nothing is queued and
+    /// nobody else writes (an inline write under way is waited for).
+    pub(crate) async fn take_remaining(&self, out: &mut BytesMut) -> bool {
+        loop {
+            let wake = self.has_bytes.notified();
+            tokio::pin!(wake);
+            wake.as_mut().enable();
+            match self.take_now(out) {
+                Take::Bytes => return true,
+                Take::Empty => return false,
+                Take::Busy => wake.await,
+            }
         }
+    }
+
+    /// Moves every queued byte (or the rest of an unfinished inline write) into `out`, which
+    /// must be empty, unless someone else is writing.
+    pub(crate) fn take_now(&self, out: &mut BytesMut) -> Take {
+        let mut st = self.lock();
+        if let Some(mut carry) = st.carry.take() {
+            // `writing` stays set: the unfinished write now belongs to the caller.
+            std::mem::swap(&mut carry, out);
+            return Take::Bytes;
+        }
+        if st.writing {
+            return Take::Busy;
+        }
+        if st.buf.is_empty() {
+            return Take::Empty;
+        }
+        self.take_locked(st, out);
+        Take::Bytes
+    }
+
+    fn take_locked(&self, mut st: MutexGuard<'_, State>, out: &mut BytesMut) {
         std::mem::swap(&mut st.buf, out);
         st.frames = 0;
+        st.writing = true;
         let wake_senders = std::mem::take(&mut st.full_seen);
         drop(st);
         if wake_senders {
             self.room.notify_waiters();
         }
-        true
+    }
+
+    /// The bytes taken last are written: someone else may write now.
+    pub(crate) fn write_done(&self) {
+        self.lock().writing = false;
+    }
+
+    /// Reader side, before handling a batch of frames: frames queued until
+    /// [`Outbox::flush_inline`] do not wake the writer task.
+    pub(crate) fn defer_wakeups(&self) {
+        self.lock().deferred = true;
+    }
+
+    /// Reader side, after a batch: writes what is queued straight to the socket with
+    /// non-blocking writes when nobody else is writing (saves waking the writer task and a
+    /// hop to it per batch). Whatever the socket does not take at once, or cannot take (an
+    /// error: the writer meets it again and closes), goes to the writer task. `out` is an
+    /// empty scratch buffer that trades places with the queue.
+    pub(crate) fn flush_inline(
+        &self,
+        out: &mut BytesMut,
+        mut write: impl FnMut(&[u8]) -> std::io::Result<usize>,
+    ) -> Flush {
+        // A few passes at most: frames queued during one write go out with the next.
+        for _ in 0..4 {
+            let mut st = self.lock();
+            st.deferred = false;
+            if st.writing || st.closed || st.buf.is_empty() {
+                return Flush::Done;
+            }
+            self.take_locked(st, out);
+            let mut written = 0;
+            while written < out.len() {
+                match write(&out[written..]) {
+                    Ok(0) => break,
+                    Ok(n) => written += n,
+                    Err(_) => break,
+                }
+            }
+            if written < out.len() {
+                bytes::Buf::advance(out, written);
+                let rest = std::mem::take(out);
+                self.lock().carry = Some(rest);
+                self.has_bytes.notify_one();
+                return Flush::HandedOver;
+            }
+            out.clear();
+            if out.capacity() > MAX_SCRATCH_CAPACITY {
+                *out = BytesMut::new();
+            }
+            let mut st = self.lock();
+            st.writing = false;
+            if st.closed {
+                // The writer task may be waiting to drain: it is its turn.
+                drop(st);
+                self.has_bytes.notify_one();
+                return Flush::Done;
+            }
+        }
+        // Still more: the writer task takes it from here.
+        let st = self.lock();
+        let more = !st.buf.is_empty();
+        drop(st);
+        if more {
+            self.has_bytes.notify_one();
+        }
+        Flush::Done
     }
 
     /// Refuses further frames and wakes everyone waiting (frames already queued stay for the
@@ -208,16 +343,73 @@ mod tests {
         assert!(matches!(outbox.try_push(&cmd()), Push::Queued));
         assert!(matches!(outbox.try_push(&cmd()), Push::Full));
         let mut out = BytesMut::new();
-        assert!(outbox.take_now(&mut out));
+        assert_eq!(outbox.take_now(&mut out), Take::Bytes);
         let one = cmd().encode_to_bytes().unwrap();
         assert_eq!(out.len(), 2 * one.len());
         assert_eq!(&out[..one.len()], &one[..]);
         out.clear();
-        assert!(!outbox.take_now(&mut out), "nothing left");
         assert!(
             matches!(outbox.try_push(&cmd()), Push::Queued),
             "room again"
         );
+        assert_eq!(outbox.take_now(&mut out), Take::Busy, "still writing");
+        outbox.write_done();
+        assert_eq!(outbox.take_now(&mut out), Take::Bytes);
+        outbox.write_done();
+        out.clear();
+        assert_eq!(outbox.take_now(&mut out), Take::Empty, "nothing left");
+    }
+
+    /// Socket stand-in for inline flushes: takes at most `room` bytes, then would block.
+    fn socket(room: &mut usize) -> impl FnMut(&[u8]) -> std::io::Result<usize> + '_ {
+        move |b: &[u8]| {
+            if *room == 0 {
+                return Err(std::io::ErrorKind::WouldBlock.into());
+            }
+            let n = b.len().min(*room);
+            *room -= n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn an_inline_flush_writes_everything_or_hands_the_rest_to_the_writer() {
+        let outbox = Outbox::new(8, DEFAULT_MAX_FRAME_LEN);
+        let one = cmd().encode_to_bytes().unwrap();
+        let mut scratch = BytesMut::new();
+        // Everything fits: written inline, nothing left for the writer task.
+        outbox.defer_wakeups();
+        assert!(matches!(outbox.try_push(&cmd()), Push::Queued));
+        assert!(matches!(outbox.try_push(&cmd()), Push::Queued));
+        let mut written = Vec::new();
+        let flush = outbox.flush_inline(&mut scratch, |b| {
+            written.extend_from_slice(b);
+            Ok(b.len())
+        });
+        assert_eq!(flush, Flush::Done);
+        assert_eq!(written, [&one[..], &one[..]].concat());
+        let mut out = BytesMut::new();
+        assert_eq!(outbox.take_now(&mut out), Take::Empty);
+        // The socket takes 10 bytes: the rest goes to the writer, which writes it first, and
+        // nobody else writes meanwhile.
+        assert!(matches!(outbox.try_push(&cmd()), Push::Queued));
+        let mut room = 10;
+        let flush = outbox.flush_inline(&mut scratch, socket(&mut room));
+        assert_eq!(flush, Flush::HandedOver);
+        assert!(matches!(outbox.try_push(&cmd()), Push::Queued));
+        let mut room = usize::MAX;
+        let flush = outbox.flush_inline(&mut scratch, socket(&mut room));
+        assert_eq!(flush, Flush::Done, "the writer owns the write");
+        assert_eq!(outbox.take_now(&mut out), Take::Bytes);
+        assert_eq!(&out[..], &one[10..]);
+        out.clear();
+        outbox.write_done();
+        assert_eq!(
+            outbox.take_now(&mut out),
+            Take::Bytes,
+            "the frame queued meanwhile"
+        );
+        assert_eq!(&out[..], &one[..]);
     }
 
     #[test]
@@ -226,7 +418,7 @@ mod tests {
         let big = cmd().with_body(vec![0u8; 100]);
         assert!(matches!(outbox.try_push(&big), Push::Encode(_)));
         let mut out = BytesMut::new();
-        assert!(!outbox.take_now(&mut out));
+        assert_eq!(outbox.take_now(&mut out), Take::Empty);
     }
 
     #[tokio::test]
@@ -244,6 +436,7 @@ mod tests {
         };
         let mut out = BytesMut::new();
         assert!(outbox.take(&mut out).await);
+        outbox.write_done();
         assert!(waiter.await.unwrap().is_ok(), "room made by the writer");
         let waiter = {
             let outbox = outbox.clone();
@@ -256,6 +449,7 @@ mod tests {
             outbox.take(&mut out).await,
             "queued frames stay for the flush"
         );
+        outbox.write_done();
         out.clear();
         assert!(!outbox.take(&mut out).await, "closed and empty");
     }
