@@ -124,7 +124,7 @@ fn segment_mib() -> u64 {
 }
 
 /// Data bytes each member writes before a group's first measurement: past the store's
-/// populate-ahead and release-behind windows (64 + 256 MiB), into its steady state, where the
+/// release-behind window (256 MiB; the populate-ahead window is 128), into its steady state, where the
 /// memory of pages it released is handed out again (a long-running broker is always there; a
 /// fresh process first takes new memory, which costs this VM ~10x more kernel time), and, with
 /// a data file larger than that, to 192 MiB before the end of the first file, so that the

@@ -12,7 +12,7 @@
 //!   same file: when it falls behind, the writer faults the rest in itself. It works in
 //!   2 MiB chunks, index first (small, needed often), and never within the 2 MiB just ahead
 //!   of a writer that has caught up with it (both on one large folio only makes one wait for
-//!   the other). The writer wakes it when it has used half of the window (one atomic compare
+//!   the other). The writer wakes it when it has used a quarter of the window (one atomic compare
 //!   per append). Without bulk populate, files are touched page by page over the same
 //!   window before they are published, and the writer faults in the rest.
 //!
@@ -43,9 +43,10 @@ use super::segment::{Kind, Segment};
 use super::segment_list::SegmentList;
 use super::shared::Shared;
 
-/// Data bytes kept populated after the writer's end: at 160 MiB/s of appends per member
-/// (150k x 1 KiB) a wake-up at half of it leaves the thread ~200 ms to get its turn.
-pub(crate) const DATA_AHEAD: u64 = 64 << 20;
+/// Data bytes kept populated after the writer's end. Refilled a quarter at a time, so that a
+/// writer at 160 MiB/s (150k x 1 KiB per member) leaves the thread ~0.6 s to get its turn,
+/// and one at 2 GB/s (benches/store.rs) ~50 ms.
+pub(crate) const DATA_AHEAD: u64 = 128 << 20;
 /// Index bytes kept populated after the writer's end (32 bytes per entry: 256k entries).
 pub(crate) const INDEX_AHEAD: u64 = 8 << 20;
 /// Bytes populated between two looks at the writer and the queue (~0.5-5 ms).
@@ -349,8 +350,9 @@ impl Window {
     }
 
     /// Releases the cached pages of durable bytes more than `behind` before the writer's
-    /// end, in whole chunks: the memory is handed out again at once, by the populate that
-    /// follows (new memory costs the kernel much more on this VM: see the module doc).
+    /// end, up to a chunk boundary, one call per file (each unmapping interrupts the other
+    /// cores to flush their TLBs): the memory is handed out again at once, by the populate
+    /// that follows (new memory costs the kernel much more on this VM: see the module doc).
     fn release_behind(&mut self, sh: &Shared) -> bool {
         let list = list_of(sh, self.kind);
         let limit = written_end(sh, self.kind)
@@ -371,7 +373,7 @@ impl Window {
                     _ => break,
                 },
             };
-            let end = (from + POPULATE_CHUNK).min(seg.end()).min(limit);
+            let end = seg.end().min(limit);
             if sh.prealloc.stopped() || seg.release(from - seg.start(), end - from).is_err() {
                 self.released = Some(from);
                 return false;
@@ -416,10 +418,11 @@ impl Window {
         }
     }
 
-    /// The written end at which the writer should wake the thread again: once half of the
-    /// window is used.
+    /// The written end at which the writer should wake the thread again: once a quarter of
+    /// the window is used.
     fn wake_mark(&self) -> u64 {
-        self.to.unwrap_or(0).saturating_sub(self.ahead / 2)
+        let to = self.to.unwrap_or(0);
+        to.saturating_sub(self.ahead - self.ahead / 4)
     }
 }
 
@@ -592,7 +595,11 @@ mod tests {
             Some(2 << 20),
             "a later file leaves the window as it is"
         );
-        assert_eq!(w.wake_mark(), 0, "half a window behind, saturating");
+        assert_eq!(
+            w.wake_mark(),
+            0,
+            "three quarters of a window behind, saturating"
+        );
     }
 
     /// A real store on 1 MiB files, the windows shrunk to a few chunks, driven by hand
