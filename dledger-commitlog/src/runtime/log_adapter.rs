@@ -19,7 +19,7 @@
 
 use std::collections::VecDeque;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use super::options::AppendHook;
 use crate::core::{Index, LogEntry, LogError, Pos, RaftLog, Term};
@@ -30,6 +30,10 @@ use crate::types;
 const RECENT_MAX_ENTRIES: usize = 8192;
 /// Most body bytes kept in the recent-entries cache.
 const RECENT_MAX_BYTES: usize = 32 << 20;
+/// Size of the slabs rewritten bodies are copied into: below malloc's mmap threshold, so a
+/// slab freed when its last entry leaves the cache is reused by the allocator rather than
+/// unmapped (fresh mappings cost a page fault per 4 KiB).
+const HOOK_SLAB_BYTES: usize = 64 << 10;
 
 /// The store as the core sees it. Owned by the driver (through the `Node`).
 pub(crate) struct StoreLog {
@@ -42,6 +46,8 @@ pub(crate) struct StoreLog {
     recent_bytes: usize,
     /// Leader-side body rewrite, see [`AppendHook`].
     append_hook: Option<AppendHook>,
+    /// Where rewritten bodies are copied for `recent` (see `append_leader`).
+    hook_slab: BytesMut,
 }
 
 fn to_u64(v: i64) -> Option<u64> {
@@ -87,6 +93,7 @@ impl StoreLog {
             recent: VecDeque::with_capacity(1024),
             recent_bytes: 0,
             append_hook: None,
+            hook_slab: BytesMut::new(),
         }
     }
 
@@ -242,12 +249,24 @@ impl RaftLog for StoreLog {
             .expect("store is present until the driver exits");
         let (a, stored_body) = match &self.append_hook {
             Some(AppendHook(hook)) => {
-                let a = store
-                    .append_leader_with(types::Term(t), &body, |pos, b| hook(pos.raw(), b))
-                    .map_err(log_err)?;
-                // The hook rewrote the stored copy: cache what was stored, read back once.
-                let stored = store.get(a.index).ok().map(|e| e.body);
-                (a, stored)
+                // The hook rewrites the stored copy: cache exactly what was stored, copied out
+                // right after the rewrite into a slab shared by many entries (no read-back,
+                // CRC check and allocation per entry).
+                let slab = &mut self.hook_slab;
+                if slab.capacity() - slab.len() < body.len() {
+                    slab.reserve(body.len().max(HOOK_SLAB_BYTES));
+                }
+                let res = store.append_leader_with(types::Term(t), &body, |pos, b| {
+                    hook(pos.raw(), b);
+                    slab.extend_from_slice(b);
+                });
+                match res {
+                    Ok(a) => (a, Some(slab.split().freeze())),
+                    Err(e) => {
+                        slab.clear(); // whatever was copied belongs to no stored entry
+                        return Err(log_err(e));
+                    }
+                }
             }
             None => {
                 let a = store
