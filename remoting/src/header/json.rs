@@ -45,8 +45,10 @@ pub fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
     }
     dst.put_slice(b",\"flag\":");
     put_int(dst, i64::from(cmd.flag()));
-    dst.put_slice(b",\"language\":");
-    put_str(dst, cmd.language().json_name());
+    dst.put_slice(b",\"language\":\"");
+    // Language names are plain upper-case ASCII: nothing to escape.
+    dst.put_slice(cmd.language().json_name().as_bytes());
+    dst.put_u8(b'"');
     dst.put_slice(b",\"opaque\":");
     put_int(dst, i64::from(cmd.opaque()));
     if let Some(r) = cmd.remark() {
@@ -60,17 +62,36 @@ pub fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
     dst.put_u8(b'}');
 }
 
+/// "00" "01" .. "99": integers are written two digits per division.
+const DIGIT_PAIRS: &[u8; 200] = b"\
+0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
 fn put_int(dst: &mut BytesMut, v: i64) {
+    if (0..10).contains(&v) {
+        // flag, code 0 and the like: one digit.
+        dst.put_u8(b'0' + v as u8);
+        return;
+    }
     let mut buf = [0u8; 20];
     let mut n = v.unsigned_abs();
     let mut i = buf.len();
-    loop {
+    while n >= 100 {
+        let pair = (n % 100) as usize * 2;
+        n /= 100;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    }
+    if n >= 10 {
+        let pair = n as usize * 2;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    } else {
         i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+        buf[i] = b'0' + n as u8;
     }
     if v < 0 {
         dst.put_u8(b'-');
@@ -401,5 +422,28 @@ mod tests {
         let mut n = BytesMut::new();
         put_int(&mut n, i64::from(i32::MIN));
         assert_eq!(&n[..], b"-2147483648");
+    }
+
+    #[test]
+    fn integers_are_written_like_display() {
+        let mut values = vec![i64::MIN, i64::MAX, i64::from(i32::MIN), i64::from(i32::MAX)];
+        for p in 0..19 {
+            let t = 10i64.pow(p);
+            values.extend([t - 1, t, t + 1, -t + 1, -t, -t - 1]);
+        }
+        values.extend(-1000..1000);
+        for v in values {
+            let mut b = BytesMut::new();
+            put_int(&mut b, v);
+            assert_eq!(&b[..], v.to_string().as_bytes());
+        }
+    }
+
+    #[test]
+    fn language_names_need_no_escaping() {
+        for n in 0..=255u8 {
+            let name = LanguageCode(n).json_name();
+            assert_eq!(scan::first_special(name.as_bytes()), None, "{name}");
+        }
     }
 }
