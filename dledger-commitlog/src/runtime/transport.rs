@@ -106,7 +106,9 @@ impl RpcService {
                 .decode_scratch
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
-            Request::decode_body_in(code, request.body(), &mut scratch)
+            let decoded = Request::decode_body_in(code, request.body(), &mut scratch);
+            release_if_large(&mut scratch);
+            decoded
         };
         let req = match decoded {
             Ok(Some(req)) => req,
@@ -176,6 +178,18 @@ impl RequestProcessor for RpcService {
     }
 }
 
+/// Most memory a reused encode/decode buffer keeps between messages (a few default-sized
+/// batch pushes); after an unusually large push it is let go.
+const SCRATCH_KEEP_BYTES: usize = 2 << 20;
+
+/// Drops `scratch`'s memory (what others still hold of it stays theirs) if it grew past
+/// [`SCRATCH_KEEP_BYTES`].
+fn release_if_large(scratch: &mut BytesMut) {
+    if scratch.capacity() > SCRATCH_KEEP_BYTES {
+        *scratch = BytesMut::new();
+    }
+}
+
 /// The remoting body of `req`. PUSH bodies are appended to `scratch` and split off it: the
 /// remoting client copies a body into its connection's outbox and drops it before the peer
 /// task encodes the next one, so `scratch` takes its memory back (`reserve` reclaims a
@@ -185,7 +199,9 @@ fn encode_call(req: &Request, pushes: &EntryJsonCache, scratch: &mut BytesMut) -
     match req {
         Request::Push(r) => {
             pushes.encode_push_into(r, scratch);
-            scratch.split().freeze()
+            let body = scratch.split().freeze();
+            release_if_large(scratch);
+            body
         }
         other => Bytes::from(other.encode_body()),
     }
