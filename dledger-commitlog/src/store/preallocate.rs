@@ -374,9 +374,15 @@ impl Window {
                 },
             };
             let end = seg.end().min(limit);
-            if sh.prealloc.stopped() || seg.release(from - seg.start(), end - from).is_err() {
+            if sh.prealloc.stopped() {
                 self.released = Some(from);
                 return false;
+            }
+            if let Err(e) = seg.release(from - seg.start(), end - from) {
+                // Only a cost: the kernel reclaims the pages when it needs them.
+                tracing::warn!(kind = ?self.kind, error = %e, "releasing cached pages failed; no longer trying");
+                self.behind = u64::MAX;
+                break;
             }
             from = end;
         }
