@@ -62,6 +62,36 @@ fn record_cpu(name: &str, cpu: Duration, ops: u64) {
     e.1 += ops;
 }
 
+/// Voluntary context switches (a thread parked: a runtime worker going idle, mostly) of each
+/// RPC benchmark, with its op count. Less noisy than CPU time on a shared machine.
+static SWITCHES: Mutex<BTreeMap<String, (u64, u64)>> = Mutex::new(BTreeMap::new());
+
+/// Voluntary context switches so far of every live thread of this process (Linux); zero
+/// where unavailable.
+fn process_switches() -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    let mut n = 0u64;
+    for task in dir.flatten() {
+        if let Ok(s) = std::fs::read_to_string(task.path().join("status")) {
+            n += s
+                .lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    n
+}
+
+fn record_switches(name: &str, switches: u64, ops: u64) {
+    let mut r = SWITCHES.lock().unwrap_or_else(|e| e.into_inner());
+    let e = r.entry(name.to_owned()).or_insert((0, 0));
+    e.0 += switches;
+    e.1 += ops;
+}
+
 fn sample_command(t: SerializeType) -> RemotingCommand {
     let mut cmd = RemotingCommand::request_empty(RequestCode::SEND_MESSAGE_V2)
         .with_body(Bytes::from(vec![b'x'; 1024]))
@@ -218,6 +248,7 @@ fn bench_rpc(c: &mut Criterion) {
                     let client = client.clone();
                     let request = request.clone();
                     let cpu0 = process_cpu();
+                    let sw0 = process_switches();
                     // The load generator runs on the runtime like any other task.
                     let el = rt
                         .block_on(rt.spawn(async move {
@@ -245,6 +276,7 @@ fn bench_rpc(c: &mut Criterion) {
                         .unwrap_or_else(|e| panic!("load task: {e}"));
                     let key = format!("rpc/remoting_{ser}_{inflight}");
                     record_cpu(&key, process_cpu().saturating_sub(cpu0), iters);
+                    record_switches(&key, process_switches().saturating_sub(sw0), iters);
                     record(&key, el, iters);
                     el
                 })
@@ -254,6 +286,7 @@ fn bench_rpc(c: &mut Criterion) {
                     let frame = frame.clone();
                     let mut stream = raw_stream.take().unwrap_or_else(|| panic!("raw stream"));
                     let cpu0 = process_cpu();
+                    let sw0 = process_switches();
                     let (el, stream) = rt
                         .block_on(rt.spawn(async move {
                             let start = Instant::now();
@@ -264,6 +297,7 @@ fn bench_rpc(c: &mut Criterion) {
                     raw_stream = Some(stream);
                     let key = format!("rpc/raw_{ser}_{inflight}");
                     record_cpu(&key, process_cpu().saturating_sub(cpu0), iters);
+                    record_switches(&key, process_switches().saturating_sub(sw0), iters);
                     record(&key, el, iters);
                     el
                 })
@@ -292,11 +326,14 @@ fn report() {
         cpu.get(k)
             .map(|(d, n)| d.as_secs_f64() * 1e6 / (*n).max(1) as f64)
     };
+    let switches = SWITCHES.lock().unwrap_or_else(|e| e.into_inner());
     // Each measured RPC run on its own too (a filtered run has no ratio to print).
     for (k, (d, n)) in cpu.iter() {
+        let sw = switches.get(k).map(|(s, _)| *s).unwrap_or(0);
         println!(
-            "{k}: ops {n}, cpu {:.2} us/op",
-            d.as_secs_f64() * 1e6 / (*n).max(1) as f64
+            "{k}: ops {n}, cpu {:.2} us/op, voluntary switches {:.1} per 100 ops",
+            d.as_secs_f64() * 1e6 / (*n).max(1) as f64,
+            sw as f64 * 100.0 / (*n).max(1) as f64
         );
     }
     for ser in ["json", "rocketmq"] {

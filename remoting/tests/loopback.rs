@@ -521,3 +521,55 @@ async fn inflight_cap_and_callback_form() {
     assert_eq!(r.body().as_ref(), b"cb");
     server.shutdown().await;
 }
+
+/// Responses that outgrow the socket while the peer is not reading: the reader's inline
+/// writes stop at the full socket, the writer task finishes them, and every response arrives
+/// whole and in order once the peer reads.
+#[tokio::test]
+async fn responses_larger_than_the_socket_buffer_arrive_whole_and_in_order() {
+    use remoting::frame::{decode_frame, DEFAULT_MAX_FRAME_LEN};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let server = RemotingServer::builder(ServerConfig::default())
+        .default_processor(echo())
+        .bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let mut s = tokio::net::TcpStream::connect(server.local_addr())
+        .await
+        .unwrap();
+    // 8 MiB of responses: far more than loopback socket buffers hold, less than the outbox.
+    let n = 128;
+    let body = Bytes::from((0..64 * 1024).map(|i| i as u8).collect::<Vec<u8>>());
+    let mut requests = bytes::BytesMut::new();
+    for opaque in 0..n {
+        RemotingCommand::request_empty(RequestCode(7))
+            .with_opaque(opaque)
+            .with_body(body.clone())
+            .encode(&mut requests, DEFAULT_MAX_FRAME_LEN)
+            .unwrap();
+    }
+    // Written in full before reading anything: the server keeps reading meanwhile.
+    tokio::time::timeout(T, s.write_all(&requests))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut buf = bytes::BytesMut::new();
+    let mut next = 0;
+    while next < n {
+        while let Some(frame) = decode_frame(&mut buf, DEFAULT_MAX_FRAME_LEN).unwrap() {
+            let r = RemotingCommand::from_frame(frame).unwrap();
+            assert_eq!((r.opaque(), r.is_response()), (next, true));
+            assert_eq!(r.body(), &body, "body of response {next}");
+            next += 1;
+        }
+        if next < n {
+            let got = tokio::time::timeout(T, s.read_buf(&mut buf))
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(got > 0, "closed after {next} responses");
+        }
+    }
+    server.shutdown().await;
+}
