@@ -47,6 +47,39 @@ struct Observed {
     traffic: Traffic,
 }
 
+impl Observed {
+    /// Messages a request carries (sends; 0 for pulls, counted from their answers).
+    fn messages_in(&self, request: &RemotingCommand) -> u64 {
+        match self.traffic {
+            Traffic::Send => 1,
+            Traffic::SendBatch => count_size_prefixed(request.body()),
+            Traffic::Pull => 0,
+        }
+    }
+
+    /// Counts and times one answer.
+    fn observe(&self, start: Instant, messages: u64, response: &Option<RemotingCommand>) {
+        let Some(r) = response else {
+            return;
+        };
+        let elapsed = start.elapsed();
+        let code = r.response_code();
+        match self.traffic {
+            Traffic::Send | Traffic::SendBatch => {
+                self.metrics.observe_send(code, elapsed, messages)
+            }
+            Traffic::Pull => {
+                let pulled = if code == ResponseCode::SUCCESS {
+                    count_size_prefixed(r.body())
+                } else {
+                    0
+                };
+                self.metrics.observe_pull(code, elapsed, pulled)
+            }
+        }
+    }
+}
+
 impl RequestProcessor for Observed {
     fn process<'a>(
         &'a self,
@@ -54,31 +87,28 @@ impl RequestProcessor for Observed {
         request: RemotingCommand,
     ) -> ProcessFuture<'a> {
         let start = Instant::now();
-        let messages = match self.traffic {
-            Traffic::Send => 1,
-            Traffic::SendBatch => count_size_prefixed(request.body()),
-            Traffic::Pull => 0,
-        };
+        let messages = self.messages_in(&request);
         let answer = self.inner.process(conn, request);
         Box::pin(async move {
             let response = answer.await;
-            if let Some(r) = &response {
-                let elapsed = start.elapsed();
-                let code = r.response_code();
-                match self.traffic {
-                    Traffic::Send | Traffic::SendBatch => {
-                        self.metrics.observe_send(code, elapsed, messages)
-                    }
-                    Traffic::Pull => {
-                        let pulled = if code == ResponseCode::SUCCESS {
-                            count_size_prefixed(r.body())
-                        } else {
-                            0
-                        };
-                        self.metrics.observe_pull(code, elapsed, pulled)
-                    }
-                }
-            }
+            self.observe(start, messages, &response);
+            response
+        })
+    }
+
+    /// What the connection calls: the inner processor's owning future wrapped once (the
+    /// default would box `process`'s future again, one more allocation per request).
+    fn process_owned(
+        self: Arc<Self>,
+        conn: ConnectionHandle,
+        request: RemotingCommand,
+    ) -> ProcessFuture<'static> {
+        let start = Instant::now();
+        let messages = self.messages_in(&request);
+        let answer = Arc::clone(&self.inner).process_owned(conn, request);
+        Box::pin(async move {
+            let response = answer.await;
+            self.observe(start, messages, &response);
             response
         })
     }
