@@ -124,14 +124,14 @@ fn segment_mib() -> u64 {
 }
 
 /// Data bytes each member writes before a group's first measurement: past the store's
-/// release-behind window (256 MiB; the populate-ahead window is 128), into its steady state, where the
-/// memory of pages it released is handed out again (a long-running broker is always there; a
-/// fresh process first takes new memory, which costs this VM ~10x more kernel time), and, with
-/// a data file larger than that, to 192 MiB before the end of the first file, so that the
-/// measurement crosses a file boundary (the `files` column counts data files created while
-/// measuring, all members).
+/// release-behind window (256 MiB; the populate-ahead window is 128 MiB), into its steady
+/// state, where the memory of pages it released is handed out again (a long-running broker is
+/// always there; a fresh process first takes new memory, which costs this VM ~10x more kernel
+/// time), and, with a data file larger than that, to 128 MiB before the end of the first file,
+/// so that the measurement crosses a file boundary (the `files` column counts data files
+/// created while measuring, all members).
 fn warm_up_bytes() -> u64 {
-    (384u64 << 20).max((segment_mib() << 20).saturating_sub(192 << 20))
+    (384u64 << 20).max((segment_mib() << 20).saturating_sub(128 << 20))
 }
 
 /// Data files of a group (all members).
