@@ -17,7 +17,9 @@
 //! the same warm-up) and prints a 50 ms time series (commits, worst latency, CPU of the
 //! preallocation, flush and worker threads, dirty/writeback memory, runnable tasks, files) to
 //! find where stalls come from. `LEDGER_BENCH_SEGMENT_MIB` sets the data file size (default
-//! 64 MiB; the product default is 1024).
+//! 64 MiB; the product default is 1024); `LEDGER_BENCH_RELEASE_MIB` how far behind the
+//! writer the page cache is kept (default 256; 0: never released, the product default; see
+//! [`release_mib`]).
 
 #![allow(clippy::unwrap_used)] // tests and benches may unwrap
 
@@ -123,15 +125,26 @@ fn segment_mib() -> u64 {
         .unwrap_or(64)
 }
 
-/// Data bytes each member writes before a group's first measurement: past the store's
-/// release-behind window (256 MiB; the populate-ahead window is 128 MiB), into its steady
-/// state, where the memory of pages it released is handed out again (a long-running broker is
-/// always there; a fresh process first takes new memory, which costs this VM ~10x more kernel
-/// time), and, with a data file larger than that, to 128 MiB before the end of the first file,
+/// How far behind the writer each member keeps its page cache (`LEDGER_BENCH_RELEASE_MIB`,
+/// default 256; 0 leaves it to the kernel, the product default). The bench stands for a
+/// long-running host whose memory is full of page cache, where the kernel hands out reclaimed
+/// pages for new writes. A fresh process on this VM instead takes memory the host has taken
+/// back (free page reporting), which costs ~10x more kernel time per page; releasing behind
+/// the writer gives it recycled pages, as on that host, without filling 24 GB first.
+fn release_mib() -> u64 {
+    std::env::var("LEDGER_BENCH_RELEASE_MIB")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(256)
+}
+
+/// Data bytes each member writes before a group's first measurement: past the release-behind
+/// distance ([`release_mib`]; the populate-ahead window is 128 MiB), into its steady state,
+/// where the memory of pages it released is handed out again, and, with a data file larger than that, to 128 MiB before the end of the first file,
 /// so that the measurement crosses a file boundary (the `files` column counts data files
 /// created while measuring, all members).
 fn warm_up_bytes() -> u64 {
-    (384u64 << 20).max((segment_mib() << 20).saturating_sub(128 << 20))
+    ((release_mib() + 128) << 20).max((segment_mib() << 20).saturating_sub(128 << 20))
 }
 
 /// Data files of a group (all members).
@@ -189,6 +202,7 @@ async fn start_group(dir: &std::path::Path, n: usize) -> (Vec<Ledger>, usize) {
         );
         o.store.data_segment_bytes = segment_mib() << 20;
         o.store.index_segment_bytes = 4 << 20;
+        o.store.release_cache_behind_bytes = Some(release_mib() << 20).filter(|&b| b > 0);
         nodes.push(Ledger::start(o).await.unwrap());
     }
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -374,7 +388,7 @@ fn main() {
             }
             return;
         }
-        println!("ledger bench: async flush, loopback, {} MiB data files, {secs} s per point (+0.3 s warm-up); loadavg {}", segment_mib(), loadavg());
+        println!("ledger bench: async flush, loopback, {} MiB data files, page cache released {} MiB behind the writer (0: never), {secs} s per point (+0.3 s warm-up); loadavg {}", segment_mib(), release_mib(), loadavg());
         warm_up(&one[l1], warm_up_bytes()).await;
         warm_up(&three[l3], warm_up_bytes()).await;
         println!(

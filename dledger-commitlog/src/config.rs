@@ -43,6 +43,14 @@ pub struct LedgerConfig {
     /// Run the flusher and the next-file preallocator on background threads. The simulator
     /// turns this off and calls `Store::flush` itself, so runs are deterministic.
     pub background_threads: bool,
+    /// Release the page cache of durable data more than this many bytes behind the writer
+    /// (the index: an eighth of it), so new pages reuse just-freed memory. `None` (default)
+    /// leaves the page cache to the kernel, as RocketMQ does: consumers a few GiB behind
+    /// still read from memory, and once a long-running host's memory is full the kernel
+    /// hands out reclaimed pages anyway. Worth setting on a VM that returns free memory to
+    /// its host (free page reporting: first-touching such memory cost ~2.5 ms of CPU per
+    /// MiB here, against ~0.3 for recycled memory) while it still has lots of it free.
+    pub release_cache_behind_bytes: Option<u64>,
 }
 
 impl Default for LedgerConfig {
@@ -60,6 +68,7 @@ impl Default for LedgerConfig {
             disk_force_clean_enabled: true,
             clean_max_files_per_pass: 10,
             background_threads: true,
+            release_cache_behind_bytes: None,
         }
     }
 }

@@ -42,6 +42,7 @@ use std::thread::JoinHandle;
 use super::segment::{Kind, Segment};
 use super::segment_list::SegmentList;
 use super::shared::Shared;
+use crate::config::LedgerConfig;
 
 /// Data bytes kept populated after the writer's end. Refilled a quarter at a time, so that a
 /// writer at 160 MiB/s (150k x 1 KiB per member) leaves the thread ~0.6 s to get its turn,
@@ -55,18 +56,14 @@ const POPULATE_CHUNK: u64 = 2 << 20;
 /// up with the populating thread.
 const WRITER_GAP: u64 = 2 << 20;
 
-/// Durable data bytes kept cached behind the writer's end; older pages are released (see
-/// the module doc). Readers of recent entries (followers' pushes, consumers near the end)
-/// read from memory; older ones fault pages back in from the file.
-pub(crate) const DATA_BEHIND: u64 = 256 << 20;
-/// Durable index bytes kept cached behind the writer's end (1M entries).
-pub(crate) const INDEX_BEHIND: u64 = 32 << 20;
-
-/// How far behind the writer `kind` stays cached.
-fn behind(kind: Kind) -> u64 {
-    match kind {
-        Kind::Data => DATA_BEHIND,
-        Kind::Index => INDEX_BEHIND,
+/// How far behind the writer `kind` stays cached: `LedgerConfig::release_cache_behind_bytes`
+/// for data, an eighth of it for the index (32 bytes per entry against ~100 B to 4 KiB of
+/// data); `u64::MAX` (never) when unset.
+fn behind(kind: Kind, cfg: &LedgerConfig) -> u64 {
+    match (cfg.release_cache_behind_bytes, kind) {
+        (None, _) => u64::MAX,
+        (Some(b), Kind::Data) => b,
+        (Some(b), Kind::Index) => b / 8,
     }
 }
 
@@ -331,11 +328,11 @@ enum Stopped {
 }
 
 impl Window {
-    fn new(kind: Kind) -> Window {
+    fn new(kind: Kind, cfg: &LedgerConfig) -> Window {
         Window {
             kind,
             ahead: ahead(kind),
-            behind: behind(kind),
+            behind: behind(kind, cfg),
             to: None,
             released: None,
         }
@@ -434,7 +431,10 @@ impl Window {
 
 /// The populating thread: keeps a window ahead of the writer populated (bulk populate only).
 fn run_populate(sh: &Shared) {
-    let mut windows = [Window::new(Kind::Index), Window::new(Kind::Data)];
+    let mut windows = [
+        Window::new(Kind::Index, &sh.cfg),
+        Window::new(Kind::Data, &sh.cfg),
+    ];
     let mut published = Vec::new();
     loop {
         for (kind, start) in published.drain(..) {
@@ -591,7 +591,7 @@ mod tests {
 
     #[test]
     fn a_window_goes_back_to_a_file_published_again_after_a_cut() {
-        let mut w = Window::new(Kind::Data);
+        let mut w = Window::new(Kind::Data, &LedgerConfig::default());
         w.to = Some(3 << 20);
         w.published(2 << 20);
         assert_eq!(w.to, Some(2 << 20));
@@ -637,7 +637,7 @@ mod tests {
         let mut w = Window {
             ahead: 4 * chunk,
             behind: chunk,
-            ..Window::new(Kind::Data)
+            ..Window::new(Kind::Data, &cfg)
         };
         assert!(w.release_behind(&sh));
         assert_eq!(
