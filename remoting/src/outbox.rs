@@ -190,31 +190,28 @@ impl Outbox {
     /// there is some and nobody else writes. Returns false once the outbox is closed, empty
     /// and nobody writes. After writing `out`, call [`Outbox::write_done`].
     pub(crate) async fn take(&self, out: &mut BytesMut) -> bool {
-        loop {
-            let wake = self.has_bytes.notified();
-            tokio::pin!(wake);
-            wake.as_mut().enable();
-            match self.take_now(out) {
-                Take::Bytes => return true,
-                Take::Empty if self.lock().closed => return false,
-                Take::Empty | Take::Busy => {}
-            }
-            wake.await;
-        }
+        self.take_when(out, |o| o.lock().closed).await
     }
 
     /// Closing writer: like [`Outbox::take`], but false as soon as nothing is queued and
     /// nobody else writes (an inline write under way is waited for).
     pub(crate) async fn take_remaining(&self, out: &mut BytesMut) -> bool {
+        self.take_when(out, |_| true).await
+    }
+
+    /// Takes the queued bytes into `out` once nobody else writes; with nothing queued, gives
+    /// up (false) if `give_up_when_empty` says so, else waits for the next frame.
+    async fn take_when(&self, out: &mut BytesMut, give_up_when_empty: fn(&Outbox) -> bool) -> bool {
         loop {
             let wake = self.has_bytes.notified();
             tokio::pin!(wake);
             wake.as_mut().enable();
             match self.take_now(out) {
                 Take::Bytes => return true,
-                Take::Empty => return false,
-                Take::Busy => wake.await,
+                Take::Empty if give_up_when_empty(self) => return false,
+                Take::Empty | Take::Busy => {}
             }
+            wake.await;
         }
     }
 

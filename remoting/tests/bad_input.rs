@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -16,6 +17,7 @@ use remoting::{
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::Notify;
 
 const T: Duration = Duration::from_secs(5);
 
@@ -255,10 +257,12 @@ async fn connection_cap_closes_extra_connections() {
     server.shutdown().await;
 }
 
-#[tokio::test]
-async fn graceful_shutdown_answers_requests_in_progress() {
-    let started = std::sync::Arc::new(tokio::sync::Notify::new());
-    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+/// A server whose code-1 processor holds its request until `gate` is notified (answering
+/// "finished"), and a connection that has sent it one (opaque 21): returns once the processor
+/// has it, so a shutdown started then has a request in progress.
+async fn server_holding_a_request() -> (RemotingServer, TcpStream, Arc<Notify>) {
+    let started = Arc::new(Notify::new());
+    let gate = Arc::new(Notify::new());
     let (st, g) = (started.clone(), gate.clone());
     let server = RemotingServer::builder(ServerConfig::default())
         .register(
@@ -279,9 +283,15 @@ async fn graceful_shutdown_answers_requests_in_progress() {
     s.write_all(&json_frame(r#"{"code":1,"opaque":21}"#))
         .await
         .unwrap();
+    started.notified().await;
+    (server, s, gate)
+}
+
+#[tokio::test]
+async fn graceful_shutdown_answers_requests_in_progress() {
+    let (server, mut s, gate) = server_holding_a_request().await;
     let shutdown = async {
-        // Once the request is held by its processor, start shutting down, then release it.
-        started.notified().await;
+        // The request is held by its processor: start shutting down, then release it.
         let sd = server.shutdown();
         tokio::pin!(sd);
         tokio::select! {
@@ -303,30 +313,8 @@ async fn graceful_shutdown_answers_requests_in_progress() {
 
 #[tokio::test]
 async fn a_shutting_down_server_tells_clients_newer_than_5_3_1_to_go_away() {
-    let started = std::sync::Arc::new(tokio::sync::Notify::new());
-    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
-    let (st, g) = (started.clone(), gate.clone());
-    let server = RemotingServer::builder(ServerConfig::default())
-        .register(
-            RequestCode(1),
-            processor_fn(move |_c, _r| {
-                let (st, g) = (st.clone(), g.clone());
-                async move {
-                    st.notify_one();
-                    g.notified().await;
-                    Some(RemotingCommand::success().with_remark("finished"))
-                }
-            }),
-        )
-        .bind("127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let mut s = connect(server.local_addr()).await;
-    s.write_all(&json_frame(r#"{"code":1,"opaque":21}"#))
-        .await
-        .unwrap();
     // Held by its processor, the first request keeps the server in its drain phase.
-    started.notified().await;
+    let (server, mut s, gate) = server_holding_a_request().await;
     let sd = server.shutdown();
     tokio::pin!(sd);
     let mut told_to_go_away = false;

@@ -417,14 +417,20 @@ fn encode_single<'h>(
         topic: &t.topic,
         properties: &encoded,
     };
+    let buf = encode_stored(ctx, &fields)?;
+    Ok((t, buf, uniq))
+}
+
+/// One stored record in a buffer of its own, within the broker's message limits.
+fn encode_stored(ctx: &BrokerContext, fields: &RecordFields<'_>) -> Result<BytesMut, BrokerError> {
     let mut buf = BytesMut::new();
     encode_record(
-        &fields,
+        fields,
         &ctx.config.message_limits(),
         MagicPolicy::Auto,
         &mut buf,
     )?;
-    Ok((t, buf, uniq))
+    Ok(buf)
 }
 
 /// SEND_BATCH_MESSAGE (or a send with the batch flag): every element stored as its own
@@ -614,13 +620,7 @@ pub async fn consumer_send_back(
         topic: &store_topic,
         properties: &encoded,
     };
-    let mut buf = BytesMut::new();
-    encode_record(
-        &fields,
-        &ctx.config.message_limits(),
-        MagicPolicy::Auto,
-        &mut buf,
-    )?;
+    let buf = encode_stored(&ctx, &fields)?;
     ctx.store
         .put_records(&store_topic, store_queue, vec![buf], true)
         .await?;
