@@ -26,10 +26,6 @@ use dledger_commitlog::runtime::{Ledger, LedgerOptions, LedgerRole};
 use tests::client::{Client, Queue};
 use tests::cluster::{free_port, Bins, Group, NameSrv};
 
-/// The brokers' allocator (`mqbroker`'s), so the in-process ledger baseline allocates alike.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 const SENDERS: usize = 64;
 const BODY: usize = 1024;
 const TOPIC: &str = "BenchTopic";
