@@ -50,6 +50,7 @@ pub struct LedgerConfig {
     /// hands out reclaimed pages anyway. Worth setting on a VM that returns free memory to
     /// its host (free page reporting: first-touching such memory cost ~2.5 ms of CPU per
     /// MiB here, against ~0.3 for recycled memory) while it still has lots of it free.
+    /// Property `dLedgerReleaseCacheBehindBytes` (0: never).
     pub release_cache_behind_bytes: Option<u64>,
 }
 

@@ -225,6 +225,10 @@ impl LedgerOptions {
                 s.delete_when_hours = hours;
             }
             "fileReservedHours" => s.file_reserved_hours = num()?,
+            // Ours, not DLedger's (`LedgerConfig::release_cache_behind_bytes`); 0: never.
+            "releaseCacheBehindBytes" => {
+                s.release_cache_behind_bytes = Some(num()?).filter(|&b| b > 0)
+            }
             "diskSpaceRatioToCheckExpired" => s.disk_ratio_check_expired = ratio()?,
             "diskSpaceRatioToForceClean" => s.disk_ratio_force_clean = ratio()?,
             "enableDiskForceClean" => s.disk_force_clean_enabled = flag()?,
@@ -330,6 +334,16 @@ mod tests {
         assert_eq!(o.apply_property("heartBeatTimeIntervalMs", "100"), Ok(true));
         assert_eq!(o.apply_property("enableBatchPush", "false"), Ok(true));
         assert_eq!(o.apply_property("preferredLeaderId", "n2"), Ok(true));
+        assert_eq!(
+            o.apply_property("dLedgerReleaseCacheBehindBytes", "268435456"),
+            Ok(true)
+        );
+        assert_eq!(o.store.release_cache_behind_bytes, Some(256 << 20));
+        assert_eq!(
+            o.apply_property("dLegerReleaseCacheBehindBytes", "0"),
+            Ok(true)
+        );
+        assert_eq!(o.store.release_cache_behind_bytes, None);
         assert_eq!(o.apply_property("flushDiskType", "SYNC_FLUSH"), Ok(true));
         assert_eq!(o.apply_property("deleteWhen", "04;05"), Ok(true));
         assert_eq!(o.apply_property("brokerName", "b"), Ok(false));
