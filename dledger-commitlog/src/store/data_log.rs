@@ -49,10 +49,7 @@ pub(crate) fn ensure_segment(
     addr: u64,
     first_start: u64,
 ) -> Result<Arc<Segment>, StoreError> {
-    let list = match kind {
-        Kind::Data => &sh.data,
-        Kind::Index => &sh.index,
-    };
+    let list = sh.list(kind);
     let len = list.seg_len();
     loop {
         if let Some(s) = list.find(addr) {

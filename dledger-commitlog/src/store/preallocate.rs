@@ -40,7 +40,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use super::segment::{Kind, Segment};
-use super::segment_list::SegmentList;
 use super::shared::Shared;
 use crate::config::LedgerConfig;
 
@@ -287,13 +286,6 @@ fn run_creations(sh: &Shared) {
     }
 }
 
-fn list_of(sh: &Shared, kind: Kind) -> &SegmentList {
-    match kind {
-        Kind::Data => &sh.data,
-        Kind::Index => &sh.index,
-    }
-}
-
 fn written_end(sh: &Shared, kind: Kind) -> u64 {
     match kind {
         Kind::Data => sh.flush.data_written(),
@@ -351,7 +343,11 @@ impl Window {
     /// cores to flush their TLBs): the memory is handed out again at once, by the populate
     /// that follows (new memory costs the kernel much more on this VM: see the module doc).
     fn release_behind(&mut self, sh: &Shared) -> bool {
-        let list = list_of(sh, self.kind);
+        if self.behind == u64::MAX {
+            // Releasing is off (the default) or was given up.
+            return true;
+        }
+        let list = sh.list(self.kind);
         let limit = written_end(sh, self.kind)
             .saturating_sub(self.behind)
             .min(flushed_end(sh, self.kind));
@@ -389,7 +385,7 @@ impl Window {
 
     /// Populates chunks until the window reaches `ahead` past the writer's end.
     fn advance(&mut self, sh: &Shared) -> Stopped {
-        let list = list_of(sh, self.kind);
+        let list = sh.list(self.kind);
         loop {
             let written = written_end(sh, self.kind);
             let mut to = self.to.unwrap_or(written);
@@ -444,7 +440,7 @@ fn run_populate(sh: &Shared) {
         }
         let mut again = false;
         for w in &mut windows {
-            let Some(seg) = list_of(sh, w.kind).read().last().cloned() else {
+            let Some(seg) = sh.list(w.kind).read().last().cloned() else {
                 continue;
             };
             if !bulk_supported(sh, &seg) {
@@ -485,7 +481,7 @@ fn release(sh: &Shared, kind: Kind, start: u64) {
 }
 
 fn create_one(sh: &Shared, kind: Kind, start: u64) {
-    let list = list_of(sh, kind);
+    let list = sh.list(kind);
     let wanted = |segs: &Vec<Arc<Segment>>| segs.last().is_some_and(|l| l.end() == start);
     if !wanted(&list.read()) {
         return;

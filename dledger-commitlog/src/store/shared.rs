@@ -10,7 +10,7 @@ use super::dir::Dir;
 use super::error::StoreError;
 use super::flusher::FlushState;
 use super::preallocate::PreallocState;
-use super::segment::Segment;
+use super::segment::{Kind, Segment};
 use super::segment_list::SegmentList;
 use crate::config::LedgerConfig;
 use crate::format::entry::{decode_header, verify_body, EntryError, HEADER_BYTES};
@@ -73,6 +73,14 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The files of one address space.
+    pub(crate) fn list(&self, kind: Kind) -> &SegmentList {
+        match kind {
+            Kind::Data => &self.data,
+            Kind::Index => &self.index,
+        }
+    }
+
     pub(crate) fn poison(&self, reason: String) {
         tracing::error!(%reason, "store poisoned: refusing writes until restart");
         if let Ok(mut r) = self.poison_reason.lock() {
