@@ -10,7 +10,6 @@ pub mod offset;
 pub mod pull;
 pub mod query;
 pub mod send;
-pub mod send_header;
 pub mod transaction;
 
 use std::future::Future;

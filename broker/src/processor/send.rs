@@ -11,10 +11,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use remoting::headers::ConsumerSendMsgBackRequestHeader;
+use remoting::headers::{ConsumerSendMsgBackRequestHeader, SendMessageHeaderView};
 use remoting::{ConnectionHandle, ExtFields, RemotingCommand};
-
-use super::send_header::SendHeader;
 
 use crate::context::{now_ms, BrokerContext, ServingRole};
 use crate::error::BrokerError;
@@ -61,7 +59,10 @@ impl SendTopic {
 
 /// Topic checks for a send; returns what the send needs of the topic config (auto-creating
 /// it if allowed).
-fn topic_for_send(ctx: &BrokerContext, h: &SendHeader<'_>) -> Result<SendTopic, BrokerError> {
+fn topic_for_send(
+    ctx: &BrokerContext,
+    h: &SendMessageHeaderView<'_>,
+) -> Result<SendTopic, BrokerError> {
     names::validate_topic(h.topic)?;
     if names::is_system_topic(h.topic) {
         return Err(BrokerError::NoPermission(format!(
@@ -115,7 +116,7 @@ fn topic_for_send(ctx: &BrokerContext, h: &SendHeader<'_>) -> Result<SendTopic, 
     Ok(cfg)
 }
 
-fn pick_queue(h: &SendHeader<'_>, cfg: &SendTopic) -> i32 {
+fn pick_queue(h: &SendMessageHeaderView<'_>, cfg: &SendTopic) -> i32 {
     if h.queue_id >= 0 {
         return h.queue_id;
     }
@@ -135,7 +136,7 @@ struct Target<'h> {
 /// Applies retry/DLQ, transaction half and delay rewriting to `props`.
 fn rewrite<'h>(
     ctx: &BrokerContext,
-    h: &SendHeader<'h>,
+    h: &SendMessageHeaderView<'h>,
     queue_id: i32,
     props: &mut MessageProperties,
 ) -> Result<Target<'h>, BrokerError> {
@@ -262,7 +263,7 @@ fn success_fields(
 /// its per-pair allocations. `None` means: take the general path.
 fn plain_send_properties(
     ctx: &BrokerContext,
-    h: &SendHeader<'_>,
+    h: &SendMessageHeaderView<'_>,
     now: i64,
 ) -> Option<(BytesMut, String)> {
     let client = h.properties.unwrap_or_default().as_bytes();
@@ -315,7 +316,7 @@ pub async fn send(
     mut req: RemotingCommand,
 ) -> Result<RemotingCommand, BrokerError> {
     let body = req.take_body();
-    let h = SendHeader::read(&req)?;
+    let h = SendMessageHeaderView::read(&req)?;
     check_writable(&ctx)?;
     let cfg = topic_for_send(&ctx, &h)?;
     let queue_id = pick_queue(&h, &cfg);
@@ -365,7 +366,7 @@ struct Batch {
 #[allow(clippy::too_many_arguments)]
 fn encode_single<'h>(
     ctx: &BrokerContext,
-    h: &SendHeader<'h>,
+    h: &SendMessageHeaderView<'h>,
     queue_id: i32,
     body: &[u8],
     now: i64,
@@ -437,7 +438,7 @@ fn encode_stored(ctx: &BrokerContext, fields: &RecordFields<'_>) -> Result<Bytes
 /// record, consecutive in the log and in the queue.
 async fn send_batch(
     ctx: &BrokerContext,
-    h: &SendHeader<'_>,
+    h: &SendMessageHeaderView<'_>,
     body: Bytes,
     b: Batch,
 ) -> Result<RemotingCommand, BrokerError> {

@@ -17,6 +17,7 @@ mod namesrv;
 mod offset;
 mod pull;
 mod send;
+mod send_view;
 mod transaction;
 
 pub use broker::*;
@@ -26,6 +27,7 @@ pub use namesrv::*;
 pub use offset::*;
 pub use pull::*;
 pub use send::*;
+pub use send_view::*;
 pub use transaction::*;
 
 /// A struct that is carried in `extFields`.

@@ -1,15 +1,19 @@
 //! The send request header (SEND_MESSAGE 10 long names, SEND_MESSAGE_V2 310 / SEND_BATCH_MESSAGE
 //! 320 one-letter keys `a`..`n`; remoting.md §11.2) read as views into the request's extFields.
 //!
-//! Why not `remoting::headers::SendMessageRequestHeader`: it copies the topic, the producer
-//! group, the default topic and the properties into `String`s and looks each of its 14 keys up
-//! separately, once per message on the hottest request. Here one pass over the entries fills
+//! Servers read every send with this view. Why not
+//! [`SendMessageRequestHeader`](super::SendMessageRequestHeader), which clients use to build
+//! requests: it copies the topic, the producer group, the default topic and the properties
+//! into `String`s and looks each of its 14 keys up separately, once per message on the
+//! hottest request. Here one pass over the entries fills
 //! every field and nothing is copied. Same keys, same parsing (numbers like `Integer.parseInt`
 //! or a JSON-sourced whole float, booleans like `Boolean.parseBoolean`) and the same first
 //! error, in the same field order, as the typed header (tests compare the two).
 
-use remoting::headers::HeaderValue;
-use remoting::{ExtFields, HeaderError, RemotingCommand, RequestCode};
+use super::HeaderValue;
+use crate::code::RequestCode;
+use crate::command::{ExtFields, RemotingCommand};
+use crate::error::HeaderError;
 
 /// Field slots in the order both typed headers check them; the V2 key of slot `i` is the
 /// letter `b'a' + i`.
@@ -54,7 +58,7 @@ const LETTER_KEYS: [&str; SLOTS] = [
 
 /// A send request's header, borrowing its text from the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SendHeader<'a> {
+pub struct SendMessageHeaderView<'a> {
     pub producer_group: &'a str,
     pub topic: &'a str,
     pub default_topic: &'a str,
@@ -74,10 +78,10 @@ pub struct SendHeader<'a> {
     pub broker_name: Option<&'a str>,
 }
 
-impl<'a> SendHeader<'a> {
+impl<'a> SendMessageHeaderView<'a> {
     /// Reads the header of any send request: one-letter keys for 310/320/325, long names
     /// otherwise (10, 324), like `SendMessageRequestHeader::from_request`.
-    pub fn read(cmd: &'a RemotingCommand) -> Result<SendHeader<'a>, HeaderError> {
+    pub fn read(cmd: &'a RemotingCommand) -> Result<SendMessageHeaderView<'a>, HeaderError> {
         let letters = matches!(
             cmd.request_code(),
             RequestCode::SEND_MESSAGE_V2
@@ -87,7 +91,10 @@ impl<'a> SendHeader<'a> {
         Self::read_fields(cmd.ext_fields(), letters)
     }
 
-    fn read_fields(ext: &'a ExtFields, letters: bool) -> Result<SendHeader<'a>, HeaderError> {
+    fn read_fields(
+        ext: &'a ExtFields,
+        letters: bool,
+    ) -> Result<SendMessageHeaderView<'a>, HeaderError> {
         let keys = if letters { &LETTER_KEYS } else { &LONG_KEYS };
         let mut found: [Option<&'a str>; SLOTS] = [None; SLOTS];
         for (key, value) in ext.iter() {
@@ -108,7 +115,7 @@ impl<'a> SendHeader<'a> {
         let int = |i: usize| -> Result<i32, HeaderError> { i32::parse(keys[i], required(i)?) };
         let optional_int = |i: usize| found[i].map(|v| i32::parse(keys[i], v)).transpose();
         let optional_bool = |i: usize| found[i].map(|v| bool::parse(keys[i], v)).transpose();
-        Ok(SendHeader {
+        Ok(SendMessageHeaderView {
             producer_group: required(PRODUCER_GROUP)?,
             topic: required(TOPIC)?,
             default_topic: required(DEFAULT_TOPIC)?,
@@ -135,13 +142,13 @@ impl<'a> SendHeader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use remoting::headers::{CommandHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2};
+    use crate::headers::{CommandHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2};
 
     /// Both decoders on the same request: equal fields, or the same error.
     fn same_as_typed(code: RequestCode, ext: ExtFields) {
         let cmd = RemotingCommand::request(code, &ext);
         let typed = SendMessageRequestHeader::from_request(&cmd);
-        let ours = SendHeader::read(&cmd);
+        let ours = SendMessageHeaderView::read(&cmd);
         match (typed, ours) {
             (Ok(t), Ok(o)) => {
                 assert_eq!(t.producer_group, o.producer_group);
