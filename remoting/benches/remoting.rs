@@ -121,24 +121,47 @@ fn bench_codec(c: &mut Criterion) {
         ("rocketmq", SerializeType::RocketMq),
     ] {
         let cmd = sample_command(t);
-        let mut buf = BytesMut::with_capacity(4096);
-        g.bench_function(format!("encode_decode_{name}"), |b| {
-            b.iter_custom(|iters| {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    cmd.encode(&mut buf, DEFAULT_MAX_FRAME_LEN).unwrap_or(());
-                    let frame = decode_frame(&mut buf, DEFAULT_MAX_FRAME_LEN);
-                    if let Ok(Some(f)) = frame {
-                        black_box(RemotingCommand::from_frame(f).ok());
-                    }
-                }
-                let el = start.elapsed();
-                record(&format!("codec/{name}"), el, iters);
-                el
-            })
-        });
+        codec_case(&mut g, name, &cmd);
     }
+    // Responses as the RPC bench's server sends them (no extFields, the body echoed) and as a
+    // broker answers a send (a few extFields, no body).
+    let request = sample_command(SerializeType::Json);
+    let mut echo = RemotingCommand::success().with_body(request.body().clone());
+    echo.mark_response_to(&request);
+    codec_case(&mut g, "json_response", &echo);
+    let mut sent = RemotingCommand::success()
+        .with_ext_field("msgId", "7F00000100002A9F0000000000012C40")
+        .with_ext_field("queueId", "3")
+        .with_ext_field("queueOffset", "123456")
+        .with_ext_field("MSG_REGION", "DefaultRegion")
+        .with_ext_field("TRACE_ON", "true");
+    sent.mark_response_to(&request);
+    codec_case(&mut g, "json_send_response", &sent);
     g.finish();
+}
+
+/// One codec benchmark: encode `cmd` as a frame, split it off and decode it.
+fn codec_case(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    cmd: &RemotingCommand,
+) {
+    let mut buf = BytesMut::with_capacity(4096);
+    g.bench_function(format!("encode_decode_{name}"), |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            for _ in 0..iters {
+                cmd.encode(&mut buf, DEFAULT_MAX_FRAME_LEN).unwrap_or(());
+                let frame = decode_frame(&mut buf, DEFAULT_MAX_FRAME_LEN);
+                if let Ok(Some(f)) = frame {
+                    black_box(RemotingCommand::from_frame(f).ok());
+                }
+            }
+            let el = start.elapsed();
+            record(&format!("codec/{name}"), el, iters);
+            el
+        })
+    });
 }
 
 /// Raw baseline: a server that echoes bytes back as they come.
@@ -315,7 +338,12 @@ fn report() {
     let r = RESULTS.lock().unwrap_or_else(|e| e.into_inner());
     let per_op = |k: &str| r.get(k).map(|(d, n)| d.as_secs_f64() / (*n).max(1) as f64);
     println!("\n== summary (mean over all measured iterations) ==");
-    for name in ["codec/json", "codec/rocketmq"] {
+    for name in [
+        "codec/json",
+        "codec/rocketmq",
+        "codec/json_response",
+        "codec/json_send_response",
+    ] {
         if let Some(t) = per_op(name) {
             let ops = r.get(name).map(|x| x.1).unwrap_or(0);
             println!("{name}: {:.3} us per encode+decode (ops {ops})", t * 1e6);
