@@ -21,9 +21,10 @@ use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use futures_util::FutureExt;
 use tokio::io::AsyncReadExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -69,6 +70,14 @@ pub struct ConnectionConfig {
     pub max_inflight_requests: usize,
     /// Incoming requests processed concurrently; beyond it the peer gets SYSTEM_BUSY.
     pub max_concurrent_requests: usize,
+    /// Most bytes one read takes from the socket. Smaller reads let the reader answer a
+    /// pipelined burst in several pieces, so the peer gets responses while it still sends.
+    pub read_chunk: usize,
+    /// After a read that returned data, the reader yields to the runtime up to this many
+    /// times, trying a non-blocking read after each, before it waits for readiness: on a
+    /// busy connection the next bytes are usually microseconds away, and parking the worker
+    /// thread and waking it again costs more than that (0: never).
+    pub busy_polls: u32,
 }
 
 impl Default for ConnectionConfig {
@@ -80,6 +89,8 @@ impl Default for ConnectionConfig {
             write_queue_frames: 4096,
             max_inflight_requests: 65_536,
             max_concurrent_requests: 65_536,
+            read_chunk: 64 * 1024,
+            busy_polls: 0,
         }
     }
 }
@@ -301,7 +312,14 @@ impl ConnectionHandle {
         request.set_opaque(opaque);
         request.set_flag(request.flag() & !(FLAG_RESPONSE | FLAG_ONEWAY));
         let max = self.shared.config.max_inflight_requests;
-        if !self.shared.waiters.register(opaque, deadline, max) {
+        // The waiter holds this task's waker from the start: when the frame is queued without
+        // waiting (the usual case), this same poll then ends without a second look at the map.
+        let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
+        if !self
+            .shared
+            .waiters
+            .register_waker(opaque, deadline, max, Some(waker))
+        {
             return Err(RemotingError::TooManyInflight {
                 addr: self.shared.remote,
                 max,
@@ -317,10 +335,28 @@ impl ConnectionHandle {
             return Err(self.closed_error());
         }
         // Encoded right here, from the caller's task, into the connection's outbox.
-        self.push(&request, Some(deadline), timeout).await?;
+        let mut same_poll = match self.shared.outbox.try_push(&request) {
+            Push::Queued => true,
+            Push::Closed => return Err(self.closed_error()),
+            Push::Encode(e) => return Err(e.into()),
+            Push::Full => {
+                self.push(&request, Some(deadline), timeout).await?;
+                false
+            }
+        };
         drop(request);
-        // No timer here: the connection's sweeper drops the waiter at its deadline.
-        match self.shared.waiters.wait(opaque).await {
+        // No timer here: the connection's sweeper drops the waiter at its deadline. A
+        // response that came meanwhile woke the registered waker, so this task is polled
+        // again and then finds it.
+        let waiters = &self.shared.waiters;
+        let outcome = std::future::poll_fn(|cx| {
+            if std::mem::take(&mut same_poll) {
+                return Poll::Pending;
+            }
+            waiters.poll_wait(opaque, cx)
+        })
+        .await;
+        match outcome {
             Some(resp) => {
                 guard.armed = false;
                 Ok(resp)
@@ -610,6 +646,8 @@ async fn read_frames(
     // Set once the owner shuts down gracefully: frames are still read (responses complete
     // their waiters, 5.x clients are told to go away) but no new request is processed.
     let mut shutting_down = false;
+    // The last read returned data (see `ConnectionConfig::busy_polls`).
+    let mut busy = false;
     loop {
         loop {
             match frame::decode_frame(&mut buf, cfg.max_frame_len) {
@@ -633,9 +671,11 @@ async fn read_frames(
         if !hold.set(buf.len()) {
             return ReadEnd::PartialBudget;
         }
-        // Read in chunks of at most 64 KiB so memory follows the bytes actually received.
-        if buf.capacity() - buf.len() < 4096 {
-            buf.reserve(64 * 1024);
+        // Read in chunks of at most `read_chunk` so memory follows the bytes actually
+        // received.
+        let chunk = cfg.read_chunk.max(4096);
+        if buf.capacity() - buf.len() < chunk.min(4096) {
+            buf.reserve(chunk);
         }
         if let Some(t) = partial_since {
             let frame_due = t + cfg.frame_deadline;
@@ -643,17 +683,44 @@ async fn read_frames(
                 timer.as_mut().reset(frame_due);
             }
         }
+        if busy {
+            busy = false;
+            let mut got = false;
+            for _ in 0..cfg.busy_polls {
+                tokio::task::yield_now().await;
+                if conn.shared.closed.is_cancelled() {
+                    return ReadEnd::Closed;
+                }
+                match read_half.try_read_buf(&mut (&mut buf).limit(chunk)) {
+                    Ok(0) => break, // the blocking read below sees the end of the stream
+                    Ok(_) => {
+                        got = true;
+                        break;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) => return ReadEnd::Io(e),
+                }
+            }
+            if got {
+                conn.shared.touch();
+                outbox.defer_wakeups();
+                busy = true;
+                continue;
+            }
+        }
+        let mut room = (&mut buf).limit(chunk);
         tokio::select! {
             biased;
             _ = &mut closed => return ReadEnd::Closed,
             _ = &mut stop_reading, if !shutting_down => shutting_down = true,
-            r = read_half.read_buf(&mut buf) => match r {
+            r = read_half.read_buf(&mut room) => match r {
                 // The owner closes the connection once running processors are drained.
                 Ok(0) if shutting_down => return ReadEnd::Closed,
                 Ok(0) => return ReadEnd::Eof,
                 Ok(_) => {
                     conn.shared.touch();
                     outbox.defer_wakeups();
+                    busy = true;
                 }
                 Err(e) => return ReadEnd::Io(e),
             },

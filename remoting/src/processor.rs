@@ -1,14 +1,13 @@
 //! Request processors: the async trait servers (and clients, for server-initiated requests)
 //! dispatch incoming requests to, and a registry that routes by request code.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::code::RequestCode;
 use crate::command::RemotingCommand;
-use crate::connection::ConnectionHandle;
+use crate::connection::{ConnectionHandle, LocalKeyMap};
 
 /// Future returned by a processor: `Some(response)` is sent back (unless the request was
 /// oneway), `None` sends nothing.
@@ -82,7 +81,7 @@ where
 /// `REQUEST_CODE_NOT_SUPPORTED` answer (" request type N not supported") when there is none.
 #[derive(Clone, Default)]
 pub struct ProcessorRegistry {
-    by_code: HashMap<i32, Arc<dyn RequestProcessor>>,
+    by_code: LocalKeyMap<i32, Arc<dyn RequestProcessor>>,
     default: Option<Arc<dyn RequestProcessor>>,
 }
 

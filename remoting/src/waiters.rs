@@ -69,8 +69,21 @@ impl Waiters {
     }
 
     /// Registers a waiter for `opaque` unless `max` are outstanding already (then false).
-    /// Its response is awaited with [`Waiters::wait`].
+    /// Its response is awaited with [`Waiters::wait`] or [`Waiters::poll_wait`].
+    #[cfg(test)]
     pub(crate) fn register(&self, opaque: i32, deadline: Instant, max: usize) -> bool {
+        self.register_waker(opaque, deadline, max, None)
+    }
+
+    /// [`Waiters::register`] with the task to wake already known, so the caller's first poll
+    /// after sending may return `Pending` without looking at the map again.
+    pub(crate) fn register_waker(
+        &self,
+        opaque: i32,
+        deadline: Instant,
+        max: usize,
+        waker: Option<Waker>,
+    ) -> bool {
         let mut st = self.lock();
         if st.by_opaque.len() >= max {
             return false;
@@ -78,7 +91,7 @@ impl Waiters {
         st.by_opaque.insert(
             opaque,
             Waiter {
-                slot: Slot::Waiting(None),
+                slot: Slot::Waiting(waker),
                 deadline,
             },
         );
@@ -98,11 +111,17 @@ impl Waiters {
 
     /// The response to the registered `opaque`; `None` if its waiter was dropped (deadline
     /// passed, connection closed) or never registered.
+    #[cfg(test)]
     pub(crate) async fn wait(&self, opaque: i32) -> Option<RemotingCommand> {
         std::future::poll_fn(|cx| self.poll_wait(opaque, cx)).await
     }
 
-    fn poll_wait(&self, opaque: i32, cx: &mut Context<'_>) -> Poll<Option<RemotingCommand>> {
+    /// One poll of [`Waiters::wait`].
+    pub(crate) fn poll_wait(
+        &self,
+        opaque: i32,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<RemotingCommand>> {
         let mut st = self.lock();
         let Some(w) = st.by_opaque.get_mut(&opaque) else {
             return Poll::Ready(None);

@@ -573,3 +573,51 @@ async fn responses_larger_than_the_socket_buffer_arrive_whole_and_in_order() {
     }
     server.shutdown().await;
 }
+
+/// Small reads and busy polling on both sides: frames larger than one read, many in flight,
+/// and the end of the stream seen while polling, all behave as with the defaults.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_polling_and_small_reads_keep_every_frame_whole() {
+    let mut server_config = ServerConfig::default();
+    server_config.connection.read_chunk = 4096;
+    server_config.connection.busy_polls = 8;
+    let server = RemotingServer::builder(server_config)
+        .default_processor(echo())
+        .bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let addr = server.local_addr();
+    let mut client_config = ClientConfig::default();
+    client_config.connection.read_chunk = 4096;
+    client_config.connection.busy_polls = 8;
+    let client = RemotingClient::new(client_config);
+    let mut tasks = Vec::new();
+    for i in 0..64u32 {
+        let c = client.clone();
+        tasks.push(tokio::spawn(async move {
+            for round in 0..20u32 {
+                // Bodies from 4 bytes to ~40 KiB: many frames span several reads.
+                let len = 4 + ((i * 31 + round * 977) % 40_000) as usize;
+                let mut body = vec![0u8; len];
+                body[..4].copy_from_slice(&(i * 1000 + round).to_be_bytes());
+                let body = Bytes::from(body);
+                let resp = c
+                    .invoke(
+                        addr,
+                        RemotingCommand::request_empty(RequestCode(77)).with_body(body.clone()),
+                        T,
+                    )
+                    .await
+                    .unwrap();
+                assert_eq!(resp.body(), &body);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    // The server going away is noticed by a client that busy-polls too.
+    let conn = client.connection(addr).await.unwrap();
+    server.shutdown().await;
+    tokio::time::timeout(T, conn.closed()).await.unwrap();
+}
