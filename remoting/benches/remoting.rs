@@ -137,6 +137,46 @@ fn bench_codec(c: &mut Criterion) {
         .with_ext_field("TRACE_ON", "true");
     sent.mark_response_to(&request);
     codec_case(&mut g, "json_send_response", &sent);
+    // The JSON header alone (no frame, no body), each direction on its own.
+    let mut header = BytesMut::with_capacity(1024);
+    g.bench_function("json_header_encode", |b| {
+        b.iter_custom(|iters| {
+            let cpu0 = process_cpu();
+            let start = Instant::now();
+            for _ in 0..iters {
+                header.clear();
+                remoting::header::json::encode(black_box(&request), &mut header);
+                black_box(&header);
+            }
+            let el = start.elapsed();
+            record("codec/json_header_encode", el, iters);
+            record_cpu(
+                "codec/json_header_encode",
+                process_cpu().saturating_sub(cpu0),
+                iters,
+            );
+            el
+        })
+    });
+    header.clear();
+    remoting::header::json::encode(&request, &mut header);
+    g.bench_function("json_header_decode", |b| {
+        b.iter_custom(|iters| {
+            let cpu0 = process_cpu();
+            let start = Instant::now();
+            for _ in 0..iters {
+                black_box(remoting::header::json::decode(black_box(&header)).ok());
+            }
+            let el = start.elapsed();
+            record("codec/json_header_decode", el, iters);
+            record_cpu(
+                "codec/json_header_decode",
+                process_cpu().saturating_sub(cpu0),
+                iters,
+            );
+            el
+        })
+    });
     g.finish();
 }
 
@@ -149,6 +189,7 @@ fn codec_case(
     let mut buf = BytesMut::with_capacity(4096);
     g.bench_function(format!("encode_decode_{name}"), |b| {
         b.iter_custom(|iters| {
+            let cpu0 = process_cpu();
             let start = Instant::now();
             for _ in 0..iters {
                 cmd.encode(&mut buf, DEFAULT_MAX_FRAME_LEN).unwrap_or(());
@@ -159,6 +200,12 @@ fn codec_case(
             }
             let el = start.elapsed();
             record(&format!("codec/{name}"), el, iters);
+            // CPU time too: on a shared machine it is steadier than the wall clock.
+            record_cpu(
+                &format!("codec/{name}"),
+                process_cpu().saturating_sub(cpu0),
+                iters,
+            );
             el
         })
     });
@@ -343,10 +390,17 @@ fn report() {
         "codec/rocketmq",
         "codec/json_response",
         "codec/json_send_response",
+        "codec/json_header_encode",
+        "codec/json_header_decode",
     ] {
         if let Some(t) = per_op(name) {
             let ops = r.get(name).map(|x| x.1).unwrap_or(0);
-            println!("{name}: {:.3} us per encode+decode (ops {ops})", t * 1e6);
+            let what = if name.contains("header_") {
+                "op"
+            } else {
+                "encode+decode"
+            };
+            println!("{name}: {:.3} us per {what} (ops {ops})", t * 1e6);
         }
     }
     let cpu = CPU.lock().unwrap_or_else(|e| e.into_inner());
@@ -359,7 +413,7 @@ fn report() {
     for (k, (d, n)) in cpu.iter() {
         let sw = switches.get(k).map(|(s, _)| *s).unwrap_or(0);
         println!(
-            "{k}: ops {n}, cpu {:.2} us/op, voluntary switches {:.1} per 100 ops",
+            "{k}: ops {n}, cpu {:.3} us/op, voluntary switches {:.1} per 100 ops",
             d.as_secs_f64() * 1e6 / (*n).max(1) as f64,
             sw as f64 * 100.0 / (*n).max(1) as f64
         );

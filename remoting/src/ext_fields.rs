@@ -33,6 +33,7 @@ impl Entry {
 }
 
 /// `a.cmp(b)` (byte order); short keys, the usual case, without a `memcmp` call.
+#[inline]
 fn cmp_keys(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     if a.len() > 16 || b.len() > 16 {
         return a.cmp(b);
@@ -159,9 +160,10 @@ impl ExtFields {
         self.inner_mut().retain(keep)
     }
 
-    /// Entries in key order with their "needs JSON escaping" flag (for the JSON encoder).
-    pub(crate) fn iter_with_escape(&self) -> impl Iterator<Item = (&str, &str, bool)> + '_ {
-        self.inner().iter_with_escape()
+    /// Entries in key order, as bytes, with their "needs JSON escaping" flag (for the JSON
+    /// encoder, which copies them).
+    pub(crate) fn iter_bytes_with_escape(&self) -> impl Iterator<Item = (&[u8], &[u8], bool)> + '_ {
+        self.inner().iter_bytes_with_escape()
     }
 
     /// Total bytes of keys and values.
@@ -221,11 +223,6 @@ impl ExtFieldsBuf {
         }
     }
 
-    /// True when there is no entry.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
     /// An empty map whose text buffer starts as `text`: a decoder copies the whole header
     /// once and adds entries by [`ExtFieldsBuf::set_spans`] pointing into it.
     pub(crate) fn over_text(text: &str, entries: usize) -> ExtFieldsBuf {
@@ -254,29 +251,54 @@ impl ExtFieldsBuf {
         }
     }
 
-    /// Appends what `write` pushes onto the text buffer; on `None` the buffer is restored.
-    pub(crate) fn push_text_with(
+    /// Appends what `write` pushes onto the text buffer, with what `write` answers; on `None`
+    /// the buffer is restored.
+    pub(crate) fn push_text_with<T>(
         &mut self,
-        write: impl FnOnce(&mut String) -> Option<()>,
-    ) -> Option<Span> {
+        write: impl FnOnce(&mut String) -> Option<T>,
+    ) -> Option<(Span, T)> {
         let start = self.text.len();
-        if write(&mut self.text).is_none() {
-            self.text.truncate(start);
-            return None;
+        match write(&mut self.text) {
+            Some(t) => Some(((start, self.text.len()), t)),
+            None => {
+                self.text.truncate(start);
+                None
+            }
         }
-        Some((start, self.text.len()))
-    }
-
-    /// The text at `span` of the text buffer.
-    pub(crate) fn span_text(&self, span: Span) -> &str {
-        self.slice(span.0, span.1)
     }
 
     /// Sets the key at `key` to the value at `value`, both spans of the text buffer.
     /// `escape` must be true if either holds a byte JSON escapes (see `Entry::escape`).
+    ///
+    /// Decoders call this once per entry: a key that sorts after the last one (as fastjson,
+    /// Go and this crate write them) is appended with one comparison.
+    #[inline]
     pub(crate) fn set_spans(&mut self, key: Span, value: Span, escape: bool) {
-        let e = Entry { key, value, escape };
-        let k = self.text.as_bytes().get(key.0..key.1).unwrap_or_default();
+        let appends = match self.entries.last() {
+            None => true,
+            Some(last) => {
+                let text = self.text.as_bytes();
+                let last_key = text.get(last.key.0..last.key.1).unwrap_or_default();
+                let k = text.get(key.0..key.1).unwrap_or_default();
+                cmp_keys(last_key, k).is_lt()
+            }
+        };
+        // The entry is built where it is stored (built earlier, it went through the stack).
+        if appends {
+            self.live += (key.1 - key.0) + (value.1 - value.0);
+            self.entries.push(Entry { key, value, escape });
+        } else {
+            self.set_spans_searching(Entry { key, value, escape });
+        }
+    }
+
+    /// [`ExtFieldsBuf::set_spans`] for a key that does not sort after the last one.
+    fn set_spans_searching(&mut self, e: Entry) {
+        let k = self
+            .text
+            .as_bytes()
+            .get(e.key.0..e.key.1)
+            .unwrap_or_default();
         match self.search_bytes(k) {
             Ok(i) => {
                 self.live -= self.entries[i].len();
@@ -426,11 +448,16 @@ impl ExtFieldsBuf {
         self.text = text;
     }
 
-    /// Entries in key order with their "needs JSON escaping" flag (for the JSON encoder).
-    fn iter_with_escape(&self) -> impl Iterator<Item = (&str, &str, bool)> + '_ {
-        self.entries
-            .iter()
-            .map(|e| (self.key_of(e), self.value_of(e), e.escape))
+    /// Entries in key order, as bytes, with their "needs JSON escaping" flag.
+    fn iter_bytes_with_escape(&self) -> impl Iterator<Item = (&[u8], &[u8], bool)> + '_ {
+        let text = self.text.as_bytes();
+        self.entries.iter().map(move |e| {
+            (
+                text.get(e.key.0..e.key.1).unwrap_or_default(),
+                text.get(e.value.0..e.value.1).unwrap_or_default(),
+                e.escape,
+            )
+        })
     }
 }
 
@@ -611,12 +638,12 @@ mod tests {
             let live: usize = map.iter().map(|(k, v)| k.len() + v.len()).sum();
             assert_eq!(map.text_len(), live);
             assert!(map.inner().text.len() <= 2 * live + 2 * COMPACT_MIN_GARBAGE + 64);
-            for (k, v, escape) in map.iter_with_escape() {
+            for (k, v, escape) in map.iter_bytes_with_escape() {
                 assert_eq!(
                     escape,
-                    format!("{k}{v}")
-                        .bytes()
-                        .any(|b| b < 0x20 || b == b'"' || b == b'\\')
+                    k.iter()
+                        .chain(v)
+                        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
                 );
             }
         }

@@ -7,59 +7,149 @@
 
 use std::fmt;
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use crate::code::LanguageCode;
 use crate::command::{ExtFields, RemotingCommand};
 use crate::error::WireHeaderError;
-use crate::frame::SerializeType;
 use crate::header::{json_fast, scan};
 
 /// Writes the header JSON of `cmd` into `dst`.
+///
+/// One pass sizes the text (exactly, but for strings that need escapes, which are given room
+/// for the worst case), `dst` grows once, and the writes go to that slice.
 pub fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
-    dst.put_slice(b"{\"code\":");
-    put_int(dst, i64::from(cmd.code()));
     let ext = cmd.ext_fields();
+    let language = cmd.language().json_name().as_bytes();
+    let remark = cmd.remark().map(str::as_bytes);
+    let mut bound = FIXED_LEN + language.len() + 4 * I32_MAX_LEN;
     if !ext.is_empty() {
-        dst.reserve(ext.text_len() + 6 * ext.len() + 16);
-        dst.put_slice(b",\"extFields\":{");
-        for (i, (k, v, escape)) in ext.iter_with_escape().enumerate() {
-            if i > 0 {
-                dst.put_u8(b',');
-            }
+        // `,"extFields":{` `}`, and `"k":"v"` plus a comma per entry.
+        bound += 15 + 6 * ext.len() + ext.text_len();
+        for (k, v, escape) in ext.iter_bytes_with_escape() {
             if escape {
-                put_str(dst, k);
-                dst.put_u8(b':');
-                put_str(dst, v);
-            } else {
-                // Known to need no escaping: copied as is.
-                dst.put_u8(b'"');
-                dst.put_slice(k.as_bytes());
-                dst.put_slice(b"\":\"");
-                dst.put_slice(v.as_bytes());
-                dst.put_u8(b'"');
+                bound += (ESCAPED_MAX - 1) * (k.len() + v.len());
             }
         }
-        dst.put_u8(b'}');
     }
-    dst.put_slice(b",\"flag\":");
-    put_int(dst, i64::from(cmd.flag()));
-    dst.put_slice(b",\"language\":\"");
+    if let Some(r) = remark {
+        bound += REMARK_KEY.len() + 2 + ESCAPED_MAX * r.len();
+    }
+    let start = dst.len();
+    dst.resize(start + bound, 0);
+    let mut w = Writer {
+        out: &mut dst[start..],
+        at: 0,
+        overflow: false,
+    };
+    w.put(b"{\"code\":");
+    w.int(cmd.code());
+    if !ext.is_empty() {
+        w.put(b",\"extFields\":{");
+        for (i, (k, v, escape)) in ext.iter_bytes_with_escape().enumerate() {
+            if i > 0 {
+                w.put(b",");
+            }
+            if escape {
+                w.string(k);
+                w.put(b":");
+                w.string(v);
+            } else {
+                // Known to need no escaping: copied as is.
+                w.put(b"\"");
+                w.put(k);
+                w.put(b"\":\"");
+                w.put(v);
+                w.put(b"\"");
+            }
+        }
+        w.put(b"}");
+    }
+    w.put(b",\"flag\":");
+    w.int(cmd.flag());
+    w.put(b",\"language\":\"");
     // Language names are plain upper-case ASCII: nothing to escape.
-    dst.put_slice(cmd.language().json_name().as_bytes());
-    dst.put_u8(b'"');
-    dst.put_slice(b",\"opaque\":");
-    put_int(dst, i64::from(cmd.opaque()));
-    if let Some(r) = cmd.remark() {
-        dst.put_slice(b",\"remark\":");
-        put_str(dst, r);
+    w.put(language);
+    w.put(b"\",\"opaque\":");
+    w.int(cmd.opaque());
+    if let Some(r) = remark {
+        w.put(REMARK_KEY);
+        w.string(r);
     }
-    dst.put_slice(b",\"serializeTypeCurrentRPC\":\"");
-    dst.put_slice(SerializeType::Json.name().as_bytes());
-    dst.put_slice(b"\",\"version\":");
-    put_int(dst, i64::from(cmd.version()));
-    dst.put_u8(b'}');
+    w.put(b",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":");
+    w.int(cmd.version());
+    w.put(b"}");
+    let (written, overflow) = (w.at, w.overflow);
+    // The bound holds by construction (checked by the encoder property test).
+    debug_assert!(!overflow, "JSON header bound {bound} too small");
+    dst.truncate(start + written.min(bound));
+}
+
+/// Bytes of the header outside the integers, the language name, extFields and remark.
+const FIXED_LEN: usize = b"{\"code\":,\"flag\":,\"language\":\"\",\"opaque\":,\"serializeTypeCurrentRPC\":\"JSON\",\"version\":}".len();
+/// `,"remark":` (the value's quotes are counted with the value).
+const REMARK_KEY: &[u8] = b",\"remark\":";
+/// Longest decimal i32 (`-2147483648`).
+const I32_MAX_LEN: usize = 11;
+/// Longest escape of one byte (`\u00XX`).
+const ESCAPED_MAX: usize = 6;
+
+/// Writes into a slice sized in advance: a bounds check per write, no growth check.
+struct Writer<'a> {
+    out: &'a mut [u8],
+    at: usize,
+    /// A write did not fit (never, as the caller sizes `out`; nothing is written then).
+    overflow: bool,
+}
+
+impl Writer<'_> {
+    fn put(&mut self, s: &[u8]) {
+        match self.out.get_mut(self.at..self.at + s.len()) {
+            Some(d) => d.copy_from_slice(s),
+            None => self.overflow = true,
+        }
+        self.at += s.len();
+    }
+
+    fn int(&mut self, v: i32) {
+        let mut buf = [0u8; I32_MAX_LEN];
+        let from = format_int(&mut buf, i64::from(v));
+        self.put(&buf[from..]);
+    }
+
+    /// A JSON string the way fastjson writes it: `"` `\` and control characters escaped
+    /// (short escapes where JSON has them, `\u00XX` otherwise), everything else verbatim.
+    fn string(&mut self, s: &[u8]) {
+        const HEX: &[u8; 16] = b"0123456789ABCDEF";
+        let mut rest = s;
+        self.put(b"\"");
+        // Copy plain runs whole; most values are one run.
+        while let Some(i) = scan::first_special(rest) {
+            self.put(&rest[..i]);
+            let b = rest[i];
+            rest = &rest[i + 1..];
+            match b {
+                b'"' => self.put(b"\\\""),
+                b'\\' => self.put(b"\\\\"),
+                b'\n' => self.put(b"\\n"),
+                b'\r' => self.put(b"\\r"),
+                b'\t' => self.put(b"\\t"),
+                0x08 => self.put(b"\\b"),
+                0x0c => self.put(b"\\f"),
+                _ => self.put(&[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[usize::from(b >> 4)],
+                    HEX[usize::from(b & 0xf)],
+                ]),
+            }
+        }
+        self.put(rest);
+        self.put(b"\"");
+    }
 }
 
 /// "00" "01" .. "99": integers are written two digits per division.
@@ -70,15 +160,11 @@ const DIGIT_PAIRS: &[u8; 200] = b"\
 6061626364656667686970717273747576777879\
 8081828384858687888990919293949596979899";
 
-fn put_int(dst: &mut BytesMut, v: i64) {
-    if (0..10).contains(&v) {
-        // flag, code 0 and the like: one digit.
-        dst.put_u8(b'0' + v as u8);
-        return;
-    }
-    let mut buf = [0u8; 20];
+/// Writes `v` in decimal at the end of `buf`; returns where it starts. `buf` must hold the
+/// longest value given (20 bytes for any i64).
+fn format_int<const N: usize>(buf: &mut [u8; N], v: i64) -> usize {
     let mut n = v.unsigned_abs();
-    let mut i = buf.len();
+    let mut i = N;
     while n >= 100 {
         let pair = (n % 100) as usize * 2;
         n /= 100;
@@ -94,40 +180,10 @@ fn put_int(dst: &mut BytesMut, v: i64) {
         buf[i] = b'0' + n as u8;
     }
     if v < 0 {
-        dst.put_u8(b'-');
+        i -= 1;
+        buf[i] = b'-';
     }
-    dst.put_slice(&buf[i..]);
-}
-
-/// Writes a JSON string the way fastjson does: `"` `\` and control characters escaped
-/// (short escapes where JSON has them, `\u00XX` otherwise), everything else verbatim.
-fn put_str(dst: &mut BytesMut, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    let mut rest = s.as_bytes();
-    dst.reserve(rest.len() + 2);
-    dst.put_u8(b'"');
-    // Copy plain runs whole; most values are one run.
-    while let Some(i) = scan::first_special(rest) {
-        dst.put_slice(&rest[..i]);
-        let b = rest[i];
-        rest = &rest[i + 1..];
-        match b {
-            b'"' => dst.put_slice(b"\\\""),
-            b'\\' => dst.put_slice(b"\\\\"),
-            b'\n' => dst.put_slice(b"\\n"),
-            b'\r' => dst.put_slice(b"\\r"),
-            b'\t' => dst.put_slice(b"\\t"),
-            0x08 => dst.put_slice(b"\\b"),
-            0x0c => dst.put_slice(b"\\f"),
-            _ => {
-                dst.put_slice(b"\\u00");
-                dst.put_u8(HEX[usize::from(b >> 4)]);
-                dst.put_u8(HEX[usize::from(b & 0xf)]);
-            }
-        }
-    }
-    dst.put_slice(rest);
-    dst.put_u8(b'"');
+    i
 }
 
 /// Parses header JSON leniently into a command (body empty, serialize type JSON).
@@ -364,6 +420,7 @@ impl<'de> de::Deserialize<'de> for LenientText {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frame::SerializeType;
 
     #[test]
     fn cpp_style_header_is_accepted() {
@@ -414,14 +471,36 @@ mod tests {
         }
     }
 
+    /// `s` as [`Writer::string`] writes it.
+    fn json_string(s: &str) -> Vec<u8> {
+        let mut out = vec![0u8; 2 + ESCAPED_MAX * s.len()];
+        let mut w = Writer {
+            out: &mut out,
+            at: 0,
+            overflow: false,
+        };
+        w.string(s.as_bytes());
+        assert!(!w.overflow);
+        let n = w.at;
+        out.truncate(n);
+        out
+    }
+
     #[test]
     fn strings_escape_like_fastjson() {
-        let mut b = BytesMut::new();
-        put_str(&mut b, "a\"b\\c\n\u{1}\u{1f}é/");
-        assert_eq!(&b[..], "\"a\\\"b\\\\c\\n\\u0001\\u001Fé/\"".as_bytes());
-        let mut n = BytesMut::new();
-        put_int(&mut n, i64::from(i32::MIN));
-        assert_eq!(&n[..], b"-2147483648");
+        assert_eq!(
+            json_string("a\"b\\c\n\u{1}\u{1f}é/"),
+            "\"a\\\"b\\\\c\\n\\u0001\\u001Fé/\"".as_bytes()
+        );
+        // Every byte that needs the longest escape, back to back, fits the bound.
+        let worst: String = (0u8..0x20).map(char::from).collect();
+        let out = json_string(&worst);
+        assert_eq!(
+            serde_json::from_slice::<String>(&out).unwrap(),
+            worst,
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
     }
 
     #[test]
@@ -433,10 +512,41 @@ mod tests {
         }
         values.extend(-1000..1000);
         for v in values {
-            let mut b = BytesMut::new();
-            put_int(&mut b, v);
-            assert_eq!(&b[..], v.to_string().as_bytes());
+            let mut buf = [0u8; 20];
+            let from = format_int(&mut buf, v);
+            assert_eq!(&buf[from..], v.to_string().as_bytes());
+            if let Ok(v32) = i32::try_from(v) {
+                let mut small = [0u8; I32_MAX_LEN];
+                let from = format_int(&mut small, i64::from(v32));
+                assert_eq!(&small[from..], v.to_string().as_bytes());
+            }
         }
+    }
+
+    #[test]
+    fn header_fits_its_bound_and_reads_back() {
+        let ext: ExtFields = [
+            ("k\"\u{1}".to_owned(), "\u{0}".repeat(40)),
+            ("plain".to_owned(), "value".to_owned()),
+        ]
+        .into_iter()
+        .collect();
+        let mut cmd = RemotingCommand::request_empty(crate::code::RequestCode(i32::MIN))
+            .with_version(i32::MIN)
+            .with_opaque(i32::MIN)
+            .with_flag(i32::MIN)
+            .with_language(LanguageCode::NODE_JS)
+            .with_remark("\u{1f}".repeat(30));
+        *cmd.ext_fields_mut() = ext;
+        let mut b = BytesMut::from(&b"prefix"[..]);
+        encode(&cmd, &mut b);
+        assert_eq!(&b[..6], b"prefix");
+        assert_eq!(decode_general(&b[6..]).unwrap(), cmd);
+    }
+
+    #[test]
+    fn the_serialize_type_name_is_json() {
+        assert_eq!(SerializeType::Json.name(), "JSON");
     }
 
     #[test]

@@ -7,6 +7,12 @@
 //! lenient serde parser, which stays the single source of truth for every error and every
 //! unusual input. Invariant: whenever this returns `Some(cmd)`, the serde path returns
 //! `Ok(cmd)` for the same bytes (checked by the differential property test below).
+//!
+//! Cost model: the header is not checked for UTF-8 as a whole. Outside strings the parser
+//! only accepts ASCII syntax, the known keys and `"JAVA"` are matched as bytes, and the text
+//! it keeps is checked where it is kept: from the first non-empty `extFields` object to the
+//! end of the header (copied once into the map's text buffer, so entries are spans into it),
+//! and each string read elsewhere (remark, unknown keys, numeric strings, other languages).
 
 use std::borrow::Cow;
 
@@ -15,11 +21,26 @@ use crate::command::RemotingCommand;
 use crate::ext_fields::{ExtFieldsBuf, Span};
 use crate::header::scan;
 
+/// A top-level key the header cares about.
+enum Key {
+    Code,
+    Language,
+    Version,
+    Opaque,
+    Flag,
+    Remark,
+    ExtFields,
+    Other,
+}
+
 /// Parses the common header shape; `None` means "use the general parser".
 pub(crate) fn decode(bytes: &[u8]) -> Option<RemotingCommand> {
-    // Invalid UTF-8 anywhere is left to the general parser (it knows which cases are errors).
-    let s = std::str::from_utf8(bytes).ok()?;
-    let mut p = Parser { s, b: bytes, i: 0 };
+    let mut p = Parser {
+        b: bytes,
+        i: 0,
+        valid: "",
+        valid_from: bytes.len(),
+    };
     let mut code = None;
     let mut language = LanguageCode::OTHER;
     let mut version = 0;
@@ -34,19 +55,19 @@ pub(crate) fn decode(bytes: &[u8]) -> Option<RemotingCommand> {
         return None; // no `code`: the general parser reports it
     }
     loop {
-        let key = p.string()?;
+        let key = p.key()?;
         p.ws();
         p.eat(b':')?;
         p.ws();
-        match &*key {
-            "code" => code = Some(p.lenient_i32()?),
-            "language" => language = p.language()?,
-            "version" => version = p.lenient_i32()?,
-            "opaque" => opaque = p.lenient_i32()?,
-            "flag" => flag = p.lenient_i32()?,
-            "remark" => remark = p.nullable_string()?,
-            "extFields" => p.ext_fields(&mut ext)?,
-            _ => p.skip_scalar()?,
+        match key {
+            Key::Code => code = Some(p.lenient_i32()?),
+            Key::Language => language = p.language()?,
+            Key::Version => version = p.lenient_i32()?,
+            Key::Opaque => opaque = p.lenient_i32()?,
+            Key::Flag => flag = p.lenient_i32()?,
+            Key::Remark => remark = p.nullable_string()?,
+            Key::ExtFields => p.ext_fields(&mut ext)?,
+            Key::Other => p.skip_scalar()?,
         }
         p.ws();
         match p.next()? {
@@ -76,10 +97,12 @@ struct Int {
 }
 
 struct Parser<'a> {
-    /// The whole header, already checked to be UTF-8.
-    s: &'a str,
     b: &'a [u8],
     i: usize,
+    /// `b[valid_from..]`, checked to be UTF-8 (empty, with `valid_from` at the end, until an
+    /// `extFields` object needs it).
+    valid: &'a str,
+    valid_from: usize,
 }
 
 impl<'a> Parser<'a> {
@@ -97,6 +120,11 @@ impl<'a> Parser<'a> {
         (self.next()? == c).then_some(())
     }
 
+    /// The bytes from the current position on.
+    fn rest(&self) -> &'a [u8] {
+        self.b.get(self.i..).unwrap_or_default()
+    }
+
     /// JSON whitespace (the same four bytes serde_json skips).
     fn ws(&mut self) {
         while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.peek() {
@@ -106,7 +134,7 @@ impl<'a> Parser<'a> {
 
     /// Consumes `lit` (`null`, `true`, `false`) if it comes next.
     fn literal(&mut self, lit: &[u8]) -> bool {
-        if self.b.get(self.i..self.i + lit.len()) == Some(lit) {
+        if self.rest().starts_with(lit) {
             self.i += lit.len();
             true
         } else {
@@ -114,17 +142,53 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// The text between `start` and `end` (both at ASCII bytes, so on char boundaries).
+    /// The text between `start` and `end` (both at ASCII bytes of a string's content, so on
+    /// char boundaries of valid text); `None` when it is not UTF-8.
     fn text(&self, start: usize, end: usize) -> Option<&'a str> {
-        self.s.get(start..end)
+        match start.checked_sub(self.valid_from) {
+            Some(from) => self.valid.get(from..from + (end - start)),
+            None => std::str::from_utf8(self.b.get(start..end)?).ok(),
+        }
     }
 
     /// Skips to the next byte that ends a plain run inside a string (`"`, `\\`, control).
     fn plain_run(&mut self) -> Option<u8> {
-        let rest = self.b.get(self.i..)?;
+        let rest = self.rest();
         let n = scan::first_special(rest)?;
         self.i += n;
         Some(rest[n])
+    }
+
+    /// A top-level key. The keys this parser knows are matched as bytes when they come
+    /// without escapes (always, in practice); any other key is read as a string.
+    fn key(&mut self) -> Option<Key> {
+        self.eat(b'"')?;
+        let rest = self.rest();
+        let (key, len) = match rest.first()? {
+            b'c' if rest.starts_with(b"code\"") => (Key::Code, 4),
+            b'e' if rest.starts_with(b"extFields\"") => (Key::ExtFields, 9),
+            b'f' if rest.starts_with(b"flag\"") => (Key::Flag, 4),
+            b'l' if rest.starts_with(b"language\"") => (Key::Language, 8),
+            b'o' if rest.starts_with(b"opaque\"") => (Key::Opaque, 6),
+            b'r' if rest.starts_with(b"remark\"") => (Key::Remark, 6),
+            b's' if rest.starts_with(b"serializeTypeCurrentRPC\"") => (Key::Other, 23),
+            b'v' if rest.starts_with(b"version\"") => (Key::Version, 7),
+            _ => {
+                self.i -= 1;
+                return Some(match &*self.string()? {
+                    "code" => Key::Code,
+                    "language" => Key::Language,
+                    "version" => Key::Version,
+                    "opaque" => Key::Opaque,
+                    "flag" => Key::Flag,
+                    "remark" => Key::Remark,
+                    "extFields" => Key::ExtFields,
+                    _ => Key::Other,
+                });
+            }
+        };
+        self.i += len + 1;
+        Some(key)
     }
 
     /// A string value; borrowed when it holds no escapes.
@@ -147,16 +211,17 @@ impl<'a> Parser<'a> {
 
     /// The rest of a string with escapes, from `start` (after the opening quote; `self.i` at
     /// the first backslash), unescaped onto `out`; `self.i` ends after the closing quote.
-    fn unescape_into(&mut self, start: usize, out: &mut String) -> Option<()> {
+    /// Answers whether an escape produced a byte JSON must escape (`"`, `\`, a control).
+    fn unescape_into(&mut self, start: usize, out: &mut String) -> Option<bool> {
         let mut run = start;
+        let mut special = false;
         loop {
             out.push_str(self.text(run, self.i)?);
             if self.next()? == b'"' {
-                return Some(());
+                return Some(special);
             }
             // At a backslash.
-            let esc = self.next()?;
-            out.push(match esc {
+            let c = match self.next()? {
                 b'"' => '"',
                 b'\\' => '\\',
                 b'/' => '/',
@@ -167,7 +232,9 @@ impl<'a> Parser<'a> {
                 b't' => '\t',
                 b'u' => self.unicode_escape()?,
                 _ => return None,
-            });
+            };
+            special |= c < ' ' || c == '"' || c == '\\';
+            out.push(c);
             run = self.i;
             if !matches!(self.plain_run()?, b'"' | b'\\') {
                 return None;
@@ -271,6 +338,7 @@ impl<'a> Parser<'a> {
     /// `language`: a name, a number or null; unknown ones are OTHER.
     fn language(&mut self) -> Option<LanguageCode> {
         match self.peek()? {
+            b'"' if self.literal(b"\"JAVA\"") => Some(LanguageCode::JAVA),
             b'"' => Some(LanguageCode::from_name(&self.string()?)),
             b'n' => self.literal(b"null").then_some(LanguageCode::OTHER),
             _ => Some(LanguageCode::from_number(
@@ -289,8 +357,10 @@ impl<'a> Parser<'a> {
 
     /// `extFields`: null or a flat object; null values are dropped.
     ///
-    /// The map's text buffer starts as a copy of the whole header, so keys and values
-    /// without escapes (nearly all) are entries pointing into it: no copy per entry.
+    /// The map's text buffer starts as a copy of the header from this object to the end, so
+    /// keys and values without escapes (nearly all) are entries pointing into it: no copy
+    /// per entry. A second object in one header adds to the first, pointing into the same
+    /// copy.
     fn ext_fields(&mut self, ext: &mut ExtFieldsBuf) -> Option<()> {
         if self.literal(b"null") {
             return Some(());
@@ -301,14 +371,13 @@ impl<'a> Parser<'a> {
             self.i += 1;
             return Some(());
         }
-        // `base`: where the header starts in the map's text (a second extFields object in one
-        // header adds to the first).
-        let base = if ext.is_empty() {
-            *ext = ExtFieldsBuf::over_text(self.s, 16);
-            0
-        } else {
-            ext.push_text(self.s).0
-        };
+        if self.valid_from == self.b.len() {
+            self.valid = std::str::from_utf8(self.rest()).ok()?;
+            self.valid_from = self.i;
+            *ext = ExtFieldsBuf::over_text(self.valid, 16);
+        }
+        // Spans count from `base` (where the copy starts in the header).
+        let base = self.valid_from;
         // Inserting in order keeps the map semantics (last duplicate wins); sorted input, as
         // fastjson and this crate write it, appends at the end without searching.
         loop {
@@ -317,22 +386,26 @@ impl<'a> Parser<'a> {
             self.eat(b':')?;
             self.ws();
             let start = self.i;
-            let value = match self.peek()? {
-                b'"' => Some(self.string_span(ext, base)?),
-                b'n' => self.literal(b"null").then_some(None)?,
-                b't' => self
-                    .literal(b"true")
-                    .then_some(Some(((base + start, base + self.i), false)))?,
-                b'f' => self
-                    .literal(b"false")
-                    .then_some(Some(((base + start, base + self.i), false)))?,
+            match self.peek()? {
+                b'"' => {
+                    let (value, value_escape) = self.string_span(ext, base)?;
+                    ext.set_spans(key, value, key_escape || value_escape);
+                }
+                b'n' => {
+                    if !self.literal(b"null") {
+                        return None;
+                    }
+                }
+                b't' | b'f' => {
+                    if !(self.literal(b"true") || self.literal(b"false")) {
+                        return None;
+                    }
+                    ext.set_spans(key, (start - base, self.i - base), key_escape);
+                }
                 _ => {
                     self.int()?;
-                    Some(((base + start, base + self.i), false))
+                    ext.set_spans(key, (start - base, self.i - base), key_escape);
                 }
-            };
-            if let Some((value, value_escape)) = value {
-                ext.set_spans(key, value, key_escape || value_escape);
             }
             self.ws();
             match self.next()? {
@@ -344,24 +417,30 @@ impl<'a> Parser<'a> {
         Some(())
     }
 
-    /// A string for `ext`: its span in the copy of the header at `base` of `ext`'s text when
-    /// it has no escapes, else its unescaped text appended to `ext`. The flag tells whether
-    /// the text holds bytes JSON must escape.
+    /// A string for `ext`: its span in the map's copy of the header (which starts at `base`)
+    /// when it has no escapes, else its unescaped text appended to `ext`. The flag tells
+    /// whether the text holds bytes JSON must escape.
+    #[inline(always)]
     fn string_span(&mut self, ext: &mut ExtFieldsBuf, base: usize) -> Option<(Span, bool)> {
         self.eat(b'"')?;
         let start = self.i;
-        match self.plain_run()? {
-            b'"' => {
-                self.i += 1;
-                Some(((base + start, base + self.i - 1), false))
-            }
-            b'\\' => {
-                let span = ext.push_text_with(|text| self.unescape_into(start, text))?;
-                let escape = scan::first_special(ext.span_text(span).as_bytes()).is_some();
-                Some((span, escape))
-            }
-            _ => None,
+        let rest = self.rest();
+        let n = scan::first_special(rest)?;
+        if rest[n] == b'"' {
+            self.i += n + 1;
+            return Some(((start - base, start + n - base), false));
         }
+        self.i += n;
+        self.escaped_span(ext, start)
+    }
+
+    /// [`Parser::string_span`] from the first byte that is not plain text (`self.i`).
+    #[inline(never)]
+    fn escaped_span(&mut self, ext: &mut ExtFieldsBuf, start: usize) -> Option<(Span, bool)> {
+        if self.peek()? != b'\\' {
+            return None;
+        }
+        ext.push_text_with(|text| self.unescape_into(start, text))
     }
 
     /// The value of an unknown key: only scalars are skipped here.

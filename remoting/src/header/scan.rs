@@ -20,6 +20,7 @@ fn is_special(b: u8) -> bool {
 }
 
 /// Index of the first `"`, `\` or control byte in `bytes`.
+#[inline]
 pub(crate) fn first_special(bytes: &[u8]) -> Option<usize> {
     let mut chunks = bytes.chunks_exact(8);
     let mut at = 0;
