@@ -52,7 +52,7 @@ mod types;
 pub use crate::config::{FlushMode, LedgerConfig};
 pub use crate::core::messages::DLedgerCode;
 pub use crate::core::CoreConfig;
-pub use crate::store::{StoreError, StoreReader, StoredEntry};
+pub use crate::store::{EntryRef, StoreError, StoreReader, StoredEntry};
 pub use crate::types::{Index, Pos};
 pub use error::{LedgerError, OptionError, ProposeError, TransferError};
 pub use ledger::Ledger;

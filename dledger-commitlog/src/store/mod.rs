@@ -39,7 +39,7 @@ pub use flusher::FlushProgress;
 pub use mem_disk::{CrashMode, MemDisk};
 pub use reader::StoreReader;
 pub use recovery::RecoveryReport;
-pub use shared::StoredEntry;
+pub use shared::{EntryRef, StoredEntry};
 pub use writer::{Appended, FollowerEntry, Store, CURRTERM_FILE};
 
 /// Name of the checkpoint file in the member directory.

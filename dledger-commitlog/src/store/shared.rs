@@ -13,7 +13,7 @@ use super::preallocate::PreallocState;
 use super::segment::{Kind, Segment};
 use super::segment_list::SegmentList;
 use crate::config::LedgerConfig;
-use crate::format::entry::{decode_header, verify_body, EntryError, HEADER_BYTES};
+use crate::format::entry::{decode_header, verify_body, EntryError, EntryHeader, HEADER_BYTES};
 use crate::format::index::{IndexEntry, INDEX_ENTRY_BYTES};
 use crate::types::{Index, Pos, Term};
 
@@ -32,6 +32,25 @@ pub struct StoredEntry {
     pub body_crc: u32,
     /// The body (one RocketMQ stored message).
     pub body: Bytes,
+}
+
+/// A committed entry borrowed in place from its data file ([`crate::store::StoreReader::with_committed`]):
+/// nothing copied, nothing allocated. The body CRC is not checked again (see there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryRef<'a> {
+    /// Log index.
+    pub index: Index,
+    /// Position of its header in the data address space.
+    pub pos: Pos,
+    /// The body (one RocketMQ stored message), in place.
+    pub body: &'a [u8],
+}
+
+impl EntryRef<'_> {
+    /// Position just after the entry.
+    pub fn end_pos(&self) -> Pos {
+        Pos(self.pos.0 + (HEADER_BYTES + self.body.len()) as u64)
+    }
 }
 
 impl StoredEntry {
@@ -140,6 +159,38 @@ impl Shared {
         read_entry(&seg, pos)
     }
 
+    /// Hands entry `index` to `f` borrowed from its data file, after the same index/header
+    /// agreement checks as [`Shared::entry`]; the body CRC is not verified.
+    pub(crate) fn with_entry<R>(
+        &self,
+        index: Index,
+        f: impl FnOnce(EntryRef<'_>) -> R,
+    ) -> Result<R, StoreError> {
+        let ie = self.index_entry(index)?;
+        let mismatch = StoreError::IndexDataMismatch { index, pos: ie.pos };
+        let Some(seg) = self.data.find(ie.pos.0) else {
+            return Err(mismatch);
+        };
+        let header = checked_header(&seg, ie.pos).map_err(|e| match e {
+            StoreError::PosOutOfRange { .. } => {
+                StoreError::IndexDataMismatch { index, pos: ie.pos }
+            }
+            other => other,
+        })?;
+        if header.index != index || header.term != ie.term || header.size != ie.size {
+            return Err(mismatch);
+        }
+        let off = ie.pos.0 - seg.start();
+        seg.with_slice(off + HEADER_BYTES as u64, header.body_len(), |body| {
+            f(EntryRef {
+                index,
+                pos: ie.pos,
+                body,
+            })
+        })
+        .map_err(|e| StoreError::io("read", seg.name(), e))
+    }
+
     /// Reads entry `index` through the index and checks that both agree.
     pub(crate) fn entry(&self, index: Index) -> Result<StoredEntry, StoreError> {
         let ie = self.index_entry(index)?;
@@ -156,8 +207,9 @@ impl Shared {
     }
 }
 
-/// Reads and verifies one entry of `seg` at absolute `pos`.
-pub(crate) fn read_entry(seg: &Arc<Segment>, pos: Pos) -> Result<StoredEntry, StoreError> {
+/// Decodes the header of the entry of `seg` at absolute `pos` and checks that it names `pos`
+/// and that the whole entry lies within the file.
+fn checked_header(seg: &Arc<Segment>, pos: Pos) -> Result<EntryHeader, StoreError> {
     let off = pos.0 - seg.start();
     let corrupt = |source| StoreError::Corrupt {
         file: seg.name(),
@@ -177,13 +229,25 @@ pub(crate) fn read_entry(seg: &Arc<Segment>, pos: Pos) -> Result<StoredEntry, St
     if header.pos != pos {
         return Err(StoreError::PosOutOfRange { pos });
     }
-    let body_len = header.body_len();
     if off + u64::from(header.size) > seg.len() {
         return Err(corrupt(EntryError::Truncated {
             need: u64::from(header.size),
             have: seg.len() - off,
         }));
     }
+    Ok(header)
+}
+
+/// Reads and verifies one entry of `seg` at absolute `pos`.
+pub(crate) fn read_entry(seg: &Arc<Segment>, pos: Pos) -> Result<StoredEntry, StoreError> {
+    let off = pos.0 - seg.start();
+    let corrupt = |source| StoreError::Corrupt {
+        file: seg.name(),
+        pos,
+        source,
+    };
+    let header = checked_header(seg, pos)?;
+    let body_len = header.body_len();
     let body = seg
         .with_slice(off + HEADER_BYTES as u64, body_len, |b| {
             verify_body(&header, b).map(|()| Bytes::copy_from_slice(b))
