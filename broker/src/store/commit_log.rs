@@ -88,6 +88,32 @@ pub struct LogEntry {
 impl LogEntry {
     /// Position just past this entry.
     pub fn end_pos(&self) -> i64 {
+        self.as_ref().end_pos()
+    }
+
+    /// The entry seen as borrowed.
+    pub fn as_ref(&self) -> LogEntryRef<'_> {
+        LogEntryRef {
+            index: self.index,
+            pos: self.pos,
+            body: &self.body,
+        }
+    }
+}
+
+/// One committed entry borrowed from the log for the time of a call
+/// ([`ReplicatedLog::with_committed_entry`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogEntryRef<'a> {
+    pub index: i64,
+    pub pos: i64,
+    /// One stored message record.
+    pub body: &'a [u8],
+}
+
+impl LogEntryRef<'_> {
+    /// Position just past this entry.
+    pub fn end_pos(&self) -> i64 {
         self.pos + DLEDGER_ENTRY_HEADER_LEN + self.body.len() as i64
     }
 }
@@ -141,6 +167,23 @@ pub trait ReplicatedLog: Send + Sync + 'static {
     fn commit_watch(&self) -> CommitWatch;
     /// The committed entry `index`; `Ok(None)` when it is not (or no longer) readable.
     fn committed_entry(&self, index: i64) -> Result<Option<LogEntry>, String>;
+    /// Hands the committed entry `index` to `f`, borrowed where the log can (no copy, no
+    /// allocation: the dispatcher reads every entry once, right after its commit); `Ok(false)`
+    /// when it is not (or no longer) readable. The default reads it through
+    /// [`ReplicatedLog::committed_entry`].
+    fn with_committed_entry(
+        &self,
+        index: i64,
+        f: &mut dyn FnMut(LogEntryRef<'_>),
+    ) -> Result<bool, String> {
+        match self.committed_entry(index)? {
+            Some(e) => {
+                f(e.as_ref());
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
     /// The record at physical offset `phys` if it is committed.
     fn read_message(&self, phys: i64) -> Option<Bytes>;
     /// First index in the log (-1 when empty).

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::commit_log::{first_index_at_or_after, LogEntry, ReplicatedLog};
+use super::commit_log::{first_index_at_or_after, LogEntryRef, ReplicatedLog};
 use super::consume_queue::{AppendOutcome, ConsumeQueue, ConsumeQueueSet, CqUnit};
 use super::delay_offsets::{DelayOffsetTable, ScheduleOrigin, SCHEDULE_ORIGIN_PROPERTY};
 use super::index_file::KeyIndex;
@@ -208,33 +208,36 @@ impl Dispatcher {
     /// Runs until `stop` is cancelled.
     pub async fn run(mut self, stop: CancellationToken) {
         let mut committed = self.log.commit_watch();
+        let log = Arc::clone(&self.log);
         loop {
             let target = committed.borrow_and_update().index;
             let mut progressed = None;
             while self.next_index <= target {
-                match self.log.committed_entry(self.next_index) {
-                    Ok(Some(e)) => {
-                        if let Err(err) = self.dispatch(&e) {
+                // Each entry is read in place (no copy) and dispatched inside the read.
+                let mut outcome = None;
+                let read = log.with_committed_entry(self.next_index, &mut |e| {
+                    outcome = Some((e.index, e.end_pos(), self.dispatch(e)));
+                });
+                match (read, outcome) {
+                    (Ok(true), Some((index, end_pos, dispatched))) => {
+                        if let Err(err) = dispatched {
                             // Not skipped: consumers would never see the message. Retried
                             // (below, every 200 ms) until the disk accepts it again.
-                            if self.stalled_at != Some(e.index) {
-                                self.stalled_at = Some(e.index);
-                                tracing::error!(index = e.index, error = %err, "consume-queue dispatch failed; dispatch stalls here and retries");
+                            if self.stalled_at != Some(index) {
+                                self.stalled_at = Some(index);
+                                tracing::error!(index, error = %err, "consume-queue dispatch failed; dispatch stalls here and retries");
                             }
                             break;
                         }
                         if self.stalled_at.take().is_some() {
-                            tracing::info!(index = e.index, "consume-queue dispatch resumed");
+                            tracing::info!(index, "consume-queue dispatch resumed");
                         }
-                        self.delay_offsets.mark_dispatched_through(e.index);
-                        self.cqs.note_dispatched_through(e.end_pos());
-                        if e.index <= self.replay_until {
-                            self.note_replayed(e.index);
+                        self.delay_offsets.mark_dispatched_through(index);
+                        self.cqs.note_dispatched_through(end_pos);
+                        if index <= self.replay_until {
+                            self.note_replayed(index);
                         }
-                        progressed = Some(DispatchMark {
-                            index: e.index,
-                            end_pos: e.end_pos(),
-                        });
+                        progressed = Some(DispatchMark { index, end_pos });
                         self.next_index += 1;
                         // Publish in chunks so long polls wake early under heavy load.
                         if self.next_index % 256 == 0 {
@@ -244,14 +247,14 @@ impl Dispatcher {
                             tokio::task::yield_now().await;
                         }
                     }
-                    Ok(None) => {
+                    (Ok(_), _) => {
                         tracing::warn!(
                             index = self.next_index,
                             "committed entry not readable; retrying"
                         );
                         break;
                     }
-                    Err(e) => {
+                    (Err(e), _) => {
                         tracing::error!(index = self.next_index, error = %e, "reading committed entry failed");
                         break;
                     }
@@ -306,7 +309,7 @@ impl Dispatcher {
 
     /// Errors only for a consume-queue write that failed on the filesystem (retryable: the
     /// record must not be skipped); logical errors are logged and the record skipped.
-    fn dispatch(&mut self, e: &LogEntry) -> Result<(), super::StoreError> {
+    fn dispatch(&mut self, e: LogEntryRef<'_>) -> Result<(), super::StoreError> {
         // Empty entries are the leader's election no-ops (one per elected term), not
         // messages: skipped without a warning. Only non-empty bodies that do not decode are
         // reported below.
@@ -314,7 +317,7 @@ impl Dispatcher {
             tracing::trace!(index = e.index, "election no-op entry skipped");
             return Ok(());
         }
-        let view = match RecordView::parse(&e.body, CrcCheck::Skip) {
+        let view = match RecordView::parse(e.body, CrcCheck::Skip) {
             Ok(v) => v,
             Err(err) => {
                 tracing::error!(index = e.index, pos = e.pos, error = %err, "undecodable record in committed entry; skipped");

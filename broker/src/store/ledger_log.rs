@@ -5,7 +5,8 @@
 //! batch of appends, and a forwarding task would be one more task wake-up per commit on
 //! every member. Readers take it from the runtime's watch ([`ReplicatedLog::committed_mark`],
 //! [`ReplicatedLog::commit_watch`]).
-//! Reads go straight to the runtime's `StoreReader` (committed entries only, CRC-checked).
+//! Reads go straight to the runtime's `StoreReader` (committed entries only, CRC-checked;
+//! the dispatcher's borrowed read skips the CRC pass, see `with_committed_entry` below).
 //!
 //! PHYSICALOFFSET: the ledger's append hook (installed by `broker::ledger_options`) writes
 //! `pos + 48` into the record before it is stored and replicated, as Java's DLedgerCommitLog
@@ -20,8 +21,8 @@ use dledger_commitlog::Index;
 use tokio::sync::watch;
 
 use super::commit_log::{
-    CommitMark, CommitWatch, LedgerRole, LogEntry, LogPosition, LogRoleState, ProposeFailure,
-    ProposeFuture, ReplicatedLog,
+    CommitMark, CommitWatch, LedgerRole, LogEntry, LogEntryRef, LogPosition, LogRoleState,
+    ProposeFailure, ProposeFuture, ReplicatedLog,
 };
 
 /// The runtime ledger seen as a [`ReplicatedLog`].
@@ -133,6 +134,31 @@ impl ReplicatedLog for LedgerLog {
                 body: e.body,
             })),
             Err(rt::StoreError::IndexOutOfRange { .. }) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// In place from the data file, without the CRC pass of `committed_entry`
+    /// (`StoreReader::with_committed`: the CRC was checked when the entry entered this
+    /// member's log; the dispatcher is the only caller).
+    fn with_committed_entry(
+        &self,
+        index: i64,
+        f: &mut dyn FnMut(LogEntryRef<'_>),
+    ) -> Result<bool, String> {
+        let Ok(i) = u64::try_from(index) else {
+            return Ok(false);
+        };
+        let read = self.reader.with_committed(Index(i), |e| {
+            f(LogEntryRef {
+                index: e.index.raw(),
+                pos: e.pos.raw(),
+                body: e.body,
+            })
+        });
+        match read {
+            Ok(()) => Ok(true),
+            Err(rt::StoreError::IndexOutOfRange { .. }) => Ok(false),
             Err(e) => Err(e.to_string()),
         }
     }
