@@ -10,20 +10,21 @@
 //! CPU time per message (from /proc) is printed for both sides: it does not depend on how
 //! much of the machine the run got.
 //!
-//! The load generator builds each sender's request once and clones it per send, so the
-//! client spends as little CPU as it can on the cores it shares with the brokers.
+//! The load generator builds each sender's request once and clones it per send, and runs its
+//! senders on one thread of their own (see [`run_senders`]), so the client spends as little
+//! CPU as it can on the cores it shares with the brokers.
 //!
 //! usage: broker_bench [SECONDS]   (default 5 per phase)
 //! Uses `it-mqbroker` / `it-mqnamesrv` next to this executable (`cargo build -p tests --bins`).
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use dledger_commitlog::runtime::{Ledger, LedgerOptions, LedgerRole};
-use tests::client::{Client, Queue};
+use tests::client::{Client, Queue, TIMEOUT};
 use tests::cluster::{free_port, Bins, Group, NameSrv};
 
 const SENDERS: usize = 64;
@@ -202,6 +203,75 @@ async fn ledger_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<Phase> 
     })
 }
 
+/// The load generator: [`SENDERS`] tasks, each sending SEND_MESSAGE_V2 requests one after
+/// another (the next once the previous one is answered) and cycling over the queues, through
+/// one client of their own. Returns the latencies of the successful sends made while
+/// `measuring`.
+///
+/// It runs on a single-threaded runtime of its own (one OS thread, like one client event
+/// loop) while the ledger phases keep the default runtime: waking a sender or the
+/// connection's reader and writer tasks then never crosses threads (no futex wake-up of a
+/// parked worker per answer), and the requests the senders queue while the writer waits for
+/// its turn leave in one write, as from a Netty producer whose threads share a connection.
+async fn run_senders(
+    namesrv: SocketAddr,
+    queues: Arc<Vec<Queue>>,
+    stop: Arc<AtomicBool>,
+    measuring: Arc<AtomicBool>,
+    started: Arc<AtomicUsize>,
+) -> anyhow::Result<Vec<u64>> {
+    let c = Client::new(namesrv);
+    let body = vec![b'x'; BODY];
+    let mut tasks = Vec::new();
+    for w in 0..SENDERS {
+        let (c, qs, s, m, st) = (
+            c.clone(),
+            queues.clone(),
+            stop.clone(),
+            measuring.clone(),
+            started.clone(),
+        );
+        // Sender `w` cycles over the queues; its requests are built once and cloned per
+        // send (the clone shares the header fields and the body).
+        let reqs: Vec<_> = (0..qs.len())
+            .map(|k| {
+                let q = &qs[(w + k * SENDERS) % qs.len()];
+                (
+                    q.addr,
+                    Client::send_request(TOPIC, q.queue_id, &body, PROPERTIES),
+                )
+            })
+            .collect();
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut i = 0usize;
+            let mut first = true;
+            while !s.load(Ordering::Relaxed) {
+                let (addr, req) = &reqs[i % reqs.len()];
+                let t = Instant::now();
+                if let Ok(r) = c.rc.invoke(*addr, req.clone(), TIMEOUT).await {
+                    if r.response_code() == remoting::ResponseCode::SUCCESS
+                        && m.load(Ordering::Relaxed)
+                    {
+                        lat.push(t.elapsed().as_micros() as u64);
+                    }
+                }
+                if first {
+                    first = false;
+                    st.fetch_add(1, Ordering::Relaxed);
+                }
+                i += 1;
+            }
+            lat
+        }));
+    }
+    let mut lat = Vec::new();
+    for t in tasks {
+        lat.extend(t.await?);
+    }
+    Ok(lat)
+}
+
 async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase, Vec<u64>)> {
     let exe = std::env::current_exe()?;
     let bin_dir = exe.parent().ok_or_else(|| anyhow::anyhow!("no exe dir"))?;
@@ -240,36 +310,33 @@ async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase,
     let brokers = broker_children();
     let stop = Arc::new(AtomicBool::new(false));
     let measuring = Arc::new(AtomicBool::new(false));
-    let mut tasks = Vec::new();
-    for w in 0..SENDERS {
-        let (c, qs, s, m) = (c.clone(), queues.clone(), stop.clone(), measuring.clone());
-        // Sender `w` cycles over the queues as before; its requests are built once.
-        let reqs: Vec<_> = (0..qs.len())
-            .map(|k| {
-                let q = &qs[(w + k * SENDERS) % qs.len()];
-                (
-                    q.addr,
-                    Client::send_request(TOPIC, q.queue_id, &body, PROPERTIES),
-                )
-            })
-            .collect();
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
-            let mut i = 0usize;
-            while !s.load(Ordering::Relaxed) {
-                let (addr, req) = &reqs[i % reqs.len()];
-                let t = Instant::now();
-                if let Ok(r) = c.call(*addr, req.clone()).await {
-                    if r.response_code() == remoting::ResponseCode::SUCCESS
-                        && m.load(Ordering::Relaxed)
-                    {
-                        lat.push(t.elapsed().as_micros() as u64);
-                    }
-                }
-                i += 1;
-            }
-            lat
-        }));
+    let started = Arc::new(AtomicUsize::new(0));
+    let senders = {
+        let (ns, qs, s, m, st) = (
+            ns.addr,
+            queues.clone(),
+            stop.clone(),
+            measuring.clone(),
+            started.clone(),
+        );
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name("bench-senders".into())
+            .spawn(move || {
+                let lat = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(anyhow::Error::from)
+                    .and_then(|rt| rt.block_on(run_senders(ns, qs, s, m, st)));
+                let _ = tx.send(lat);
+            })?;
+        rx
+    };
+    // Every sender has had an answer before the warm-up below starts.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while started.load(Ordering::Relaxed) < SENDERS {
+        anyhow::ensure!(Instant::now() < deadline, "senders did not start");
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // Let every sender get going before measuring.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -287,10 +354,7 @@ async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase,
     let (b1, c1) = cpu();
     let el = t0.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
-    let mut lat = Vec::new();
-    for t in tasks {
-        lat.extend(t.await?);
-    }
+    let lat = senders.await??;
     let n = lat.len().max(1) as f64;
     Ok((
         Phase {
