@@ -16,23 +16,106 @@ pub struct Bins {
     pub namesrv: PathBuf,
 }
 
-/// A free loopback port (bound and released; races are unlikely on a test machine).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+impl Bins {
+    /// With `FAILOVER_BIN_DIR` set, `it-mqbroker` and `it-mqnamesrv` from that directory
+    /// instead: a soak loop keeps testing one copied build while the workspace is rebuilt.
+    pub fn or_from_env(self) -> Bins {
+        match std::env::var_os("FAILOVER_BIN_DIR") {
+            Some(dir) => {
+                let dir = PathBuf::from(dir);
+                Bins {
+                    broker: dir.join("it-mqbroker"),
+                    namesrv: dir.join("it-mqnamesrv"),
+                }
+            }
+            None => self,
+        }
+    }
 }
 
-/// A port `p` with `p` and `p - 2` (the VIP port) free.
-pub fn free_listen_port() -> u16 {
+/// Lowest port the harness hands out.
+const HARNESS_PORT_MIN: u16 = 10_000;
+
+/// The first port of the kernel's ephemeral range (`ip_local_port_range`, 32768 when unknown):
+/// outgoing connections take their local port from that range.
+fn ephemeral_port_min() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
+}
+
+/// Ports handed out by this process (never handed out twice).
+static HANDED_OUT: std::sync::Mutex<Option<std::collections::HashSet<u16>>> =
+    std::sync::Mutex::new(None);
+
+/// Whether `p` is free on 127.0.0.1 and not handed out yet; if so it is handed out now.
+fn take_if_free(p: u16) -> bool {
+    let mut handed = HANDED_OUT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let handed = handed.get_or_insert_with(Default::default);
+    if handed.contains(&p) || std::net::TcpListener::bind(("127.0.0.1", p)).is_err() {
+        return false;
+    }
+    handed.insert(p);
+    true
+}
+
+/// A pseudo-random number (splitmix64 over a per-process seed): spreads the ports of test
+/// processes running at the same time.
+fn next_random() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static STATE: AtomicU64 = AtomicU64::new(0);
+    if STATE.load(Ordering::Relaxed) == 0 {
+        let seed = (now_tag() as u64 ^ (u64::from(std::process::id()) << 32)) | 1;
+        let _ = STATE.compare_exchange(0, seed, Ordering::Relaxed, Ordering::Relaxed);
+    }
+    let mut z = STATE
+        .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
+        .wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A free loopback port for a server process to bind later, never handed out twice by this
+/// process. Taken from below the kernel's ephemeral range: a port from that range (what
+/// binding port 0 returns) can be taken meanwhile as the local port of any outgoing
+/// connection — the brokers connect to each other and to the name server while later members
+/// are still starting, and a member that then cannot bind its port exits (a 3-member group
+/// silently running on 2 cannot survive a kill). Falls back to port 0 when the range below
+/// is too small.
+pub fn free_port() -> u16 {
+    free_port_where(|_| true)
+}
+
+fn free_port_where(also_free: impl Fn(u16) -> bool) -> u16 {
+    let top = ephemeral_port_min();
+    if top > HARNESS_PORT_MIN + 1_000 {
+        let span = u64::from(top - HARNESS_PORT_MIN);
+        for _ in 0..1_000 {
+            let p = HARNESS_PORT_MIN + (next_random() % span) as u16;
+            if also_free(p) && take_if_free(p) {
+                return p;
+            }
+        }
+    }
     loop {
-        let p = free_port();
-        if p > 1026 && std::net::TcpListener::bind(("127.0.0.1", p - 2)).is_ok() {
+        let p = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if also_free(p) && take_if_free(p) {
             return p;
         }
     }
+}
+
+/// A port `p` with `p` and `p - 2` (the VIP port) free, both handed out.
+pub fn free_listen_port() -> u16 {
+    free_port_where(|p| p > 1026 && take_if_free(p - 2))
 }
 
 /// A child process killed on drop.
@@ -230,4 +313,37 @@ fn now_tag() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    /// The MP-12 flake: a port chosen for one member was handed out again (bound and released
+    /// each time, so the kernel could return it twice), the second member could not bind it
+    /// and exited, and the group ran on two members until the test killed one.
+    #[test]
+    fn ports_are_never_handed_out_twice() {
+        let mut seen = HashSet::new();
+        for _ in 0..300 {
+            let p = free_listen_port();
+            assert!(seen.insert(p), "listen port {p} handed out twice");
+            assert!(seen.insert(p - 2), "VIP port {} handed out twice", p - 2);
+            let q = free_port();
+            assert!(seen.insert(q), "port {q} handed out twice");
+        }
+    }
+
+    #[test]
+    fn ports_avoid_the_ephemeral_range() {
+        let top = ephemeral_port_min();
+        if top <= HARNESS_PORT_MIN + 1_000 {
+            return; // no room below it on this machine: port 0 is the fallback
+        }
+        for _ in 0..50 {
+            let p = free_listen_port();
+            assert!((HARNESS_PORT_MIN..top).contains(&p), "port {p}");
+        }
+    }
 }

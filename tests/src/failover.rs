@@ -38,7 +38,8 @@ pub const RPC_TIMEOUT: Duration = Duration::from_secs(3);
 /// Queues of a topic auto-created by the test client's sends (TBW102 has 8 write queues).
 pub const TOPIC_QUEUES: i32 = 8;
 
-/// The programs under test, from this package's `it-*` binaries.
+/// The programs under test, from this package's `it-*` binaries (or from `FAILOVER_BIN_DIR`,
+/// see [`crate::cluster::Bins::or_from_env`]).
 #[macro_export]
 macro_rules! failover_bins {
     () => {
@@ -46,6 +47,7 @@ macro_rules! failover_bins {
             broker: env!("CARGO_BIN_EXE_it-mqbroker").into(),
             namesrv: env!("CARGO_BIN_EXE_it-mqnamesrv").into(),
         }
+        .or_from_env()
     };
 }
 
@@ -78,6 +80,15 @@ impl Member {
         SocketAddr::from(([127, 0, 0, 1], self.port))
     }
 }
+
+/// How often [`Cluster::start`] tries new ports when a member could not bind its own.
+pub const START_ATTEMPTS: usize = 3;
+/// How long a member may take to boot.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(60);
+/// What a booted broker prints (stdout, into its log).
+const BOOT_LINE: &str = "boot success";
+/// What a broker logs when a port it should bind is taken (EADDRINUSE).
+const PORT_TAKEN: &str = "Address already in use";
 
 /// Name server + three brokers.
 pub struct Cluster {
@@ -116,8 +127,77 @@ fn signal(child: &Child, sig: &str) {
 }
 
 impl Cluster {
-    /// Starts the name server and three brokers; `extra` adds broker config lines.
+    /// Starts the name server and three brokers; `extra` adds broker config lines. Returns
+    /// once every member has booted (listens on its ports). A member that could not bind a
+    /// port (taken by another process since it was chosen) makes the whole cluster start
+    /// again on new ports, at most [`START_ATTEMPTS`] times; any other early exit fails.
     pub fn start(bins: &crate::cluster::Bins, extra: &str) -> Cluster {
+        for attempt in 1..=START_ATTEMPTS {
+            let mut c = Self::start_once(bins, extra);
+            match c.wait_booted(BOOT_TIMEOUT) {
+                Ok(()) => return c,
+                Err(e) if attempt < START_ATTEMPTS && e.contains(PORT_TAKEN) => {
+                    eprintln!("cluster start attempt {attempt} failed, retrying on new ports: {e}");
+                }
+                Err(e) => panic!("cluster did not start: {e}"),
+            }
+        }
+        unreachable!("the last attempt returns or panics")
+    }
+
+    /// Waits until every running member printed its boot line; the first member that exited
+    /// or did not boot within `timeout` is an error carrying its log tail.
+    fn wait_booted(&mut self, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        for i in 0..self.members.len() {
+            loop {
+                if let Some(status) = self.exited(i) {
+                    return Err(format!(
+                        "member {} exited ({status}) before booting; log tail:\n{}",
+                        self.members[i].self_id,
+                        self.log_tail(i)
+                    ));
+                }
+                let log = std::fs::read_to_string(&self.members[i].log).unwrap_or_default();
+                if log.contains(BOOT_LINE) {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    return Err(format!(
+                        "member {} did not boot within {timeout:?}; log tail:\n{}",
+                        self.members[i].self_id,
+                        self.log_tail(i)
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        Ok(())
+    }
+
+    /// The exit status of member `i` if its process ended although the test did not stop it
+    /// (reaped by this call; `child` stays set, so the member keeps counting as exited on its
+    /// own rather than stopped by the test).
+    fn exited(&mut self, i: usize) -> Option<std::process::ExitStatus> {
+        self.members[i].child.as_mut()?.try_wait().ok().flatten()
+    }
+
+    /// Panics, naming the member and its log tail, when a member the test did not stop has
+    /// exited: a group that lost a member on its own cannot survive the next kill, and the
+    /// test would otherwise fail later as a timeout waiting for a master.
+    pub fn assert_members_running(&mut self, before: &str) {
+        for i in 0..self.members.len() {
+            if let Some(status) = self.exited(i) {
+                panic!(
+                    "member {} exited on its own ({status}) before {before}; log tail:\n{}",
+                    self.members[i].self_id,
+                    self.log_tail(i)
+                );
+            }
+        }
+    }
+
+    fn start_once(bins: &crate::cluster::Bins, extra: &str) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let ns = crate::cluster::NameSrv::start(bins, dir.path());
         let namesrv = ns.addr;
@@ -178,8 +258,11 @@ impl Cluster {
         m.child = Some(child);
     }
 
-    /// kill -9 member `i` and reap it.
+    /// kill -9 member `i` and reap it. First checks that every member the test did not stop
+    /// is still running ([`Cluster::assert_members_running`]).
     pub fn kill9(&mut self, i: usize) {
+        let what = format!("the test killed {}", self.members[i].self_id);
+        self.assert_members_running(&what);
         if let Some(mut c) = self.members[i].child.take() {
             let _ = c.kill();
             let _ = c.wait();
@@ -216,6 +299,9 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        // A failed test keeps its logs (a flake seen once in CI cannot be re-run to ask).
+        let failed = std::thread::panicking();
+        let states = failed.then(|| self.member_states());
         for m in &mut self.members {
             if let Some(mut c) = m.child.take() {
                 let _ = Command::new("kill")
@@ -227,13 +313,58 @@ impl Drop for Cluster {
             }
         }
         drop(self.namesrv_proc.take());
-        if std::env::var_os("FAILOVER_KEEP").is_some() {
+        if failed || std::env::var_os("FAILOVER_KEEP").is_some() {
             let p = self.dir.path().to_path_buf();
-            eprintln!("keeping {}", p.display());
-            std::mem::forget(std::mem::replace(
-                &mut self.dir,
-                tempfile::tempdir().unwrap(),
-            ));
+            if let Some(states) = states {
+                self.print_log_tails(&states);
+            }
+            eprintln!(
+                "keeping {} (name server and broker logs, stores)",
+                p.display()
+            );
+            if let Ok(empty) = tempfile::tempdir() {
+                std::mem::forget(std::mem::replace(&mut self.dir, empty));
+            }
+        }
+    }
+}
+
+/// Lines of each log printed when a test fails.
+const FAILURE_LOG_LINES: usize = 60;
+
+impl Cluster {
+    /// Per member: running, stopped by the test, or exited on its own (with its status).
+    fn member_states(&mut self) -> Vec<String> {
+        (0..self.members.len())
+            .map(
+                |i| match (self.members[i].child.is_some(), self.exited(i)) {
+                    (false, _) => "stopped by the test".to_owned(),
+                    (true, None) => "running".to_owned(),
+                    (true, Some(status)) => format!("EXITED ON ITS OWN ({status})"),
+                },
+            )
+            .collect()
+    }
+
+    /// The last lines of the name server's and every member's log, on stderr (CI keeps the
+    /// test output even when it drops the temp dir).
+    fn print_log_tails(&self, states: &[String]) {
+        let mut logs = vec![("namesrv".to_owned(), self.dir.path().join("namesrv.log"))];
+        for (m, state) in self.members.iter().zip(states) {
+            logs.push((format!("broker {} ({state})", m.self_id), m.log.clone()));
+        }
+        for (name, path) in logs {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let from = lines.len().saturating_sub(FAILURE_LOG_LINES);
+            eprintln!(
+                "---- {name}: last {} lines of {}",
+                lines.len() - from,
+                path.display()
+            );
+            for l in &lines[from..] {
+                eprintln!("{l}");
+            }
         }
     }
 }
