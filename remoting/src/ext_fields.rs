@@ -272,7 +272,7 @@ impl ExtFieldsBuf {
     ///
     /// Decoders call this once per entry: a key that sorts after the last one (as fastjson,
     /// Go and this crate write them) is appended with one comparison.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn set_spans(&mut self, key: Span, value: Span, escape: bool) {
         let appends = match self.entries.last() {
             None => true,

@@ -91,6 +91,27 @@ pub(crate) fn decode(bytes: &[u8]) -> Option<RemotingCommand> {
     ))
 }
 
+/// The common form of an `extFields` entry, `"key":"value"` written compactly with no
+/// escapes (fastjson, Go and this crate), at `at`: where the key and the value lie and the
+/// index after the value's closing quote. `None` for any other form.
+#[inline(always)]
+fn plain_pair(b: &[u8], at: usize) -> Option<(Span, Span, usize)> {
+    if b.get(at) != Some(&b'"') {
+        return None;
+    }
+    let key = at + 1;
+    let key_end = key + scan::first_special(b.get(key..)?)?;
+    if b.get(key_end..key_end + 3)? != b"\":\"" {
+        return None;
+    }
+    let value = key_end + 3;
+    let value_end = value + scan::first_special(b.get(value..)?)?;
+    if b.get(value_end) != Some(&b'"') {
+        return None;
+    }
+    Some(((key, key_end), (value, value_end), value_end + 1))
+}
+
 /// An integer literal's value.
 struct Int {
     value: i128,
@@ -381,37 +402,54 @@ impl<'a> Parser<'a> {
         // Inserting in order keeps the map semantics (last duplicate wins); sorted input, as
         // fastjson and this crate write it, appends at the end without searching.
         loop {
-            let (key, key_escape) = self.string_span(ext, base)?;
-            self.ws();
-            self.eat(b':')?;
-            self.ws();
-            let start = self.i;
-            match self.peek()? {
-                b'"' => {
-                    let (value, value_escape) = self.string_span(ext, base)?;
-                    ext.set_spans(key, value, key_escape || value_escape);
+            match plain_pair(self.b, self.i) {
+                Some((key, value, end)) => {
+                    ext.set_spans(
+                        (key.0 - base, key.1 - base),
+                        (value.0 - base, value.1 - base),
+                        false,
+                    );
+                    self.i = end;
                 }
-                b'n' => {
-                    if !self.literal(b"null") {
-                        return None;
-                    }
-                }
-                b't' | b'f' => {
-                    if !(self.literal(b"true") || self.literal(b"false")) {
-                        return None;
-                    }
-                    ext.set_spans(key, (start - base, self.i - base), key_escape);
-                }
-                _ => {
-                    self.int()?;
-                    ext.set_spans(key, (start - base, self.i - base), key_escape);
-                }
+                None => self.ext_entry(ext, base)?,
             }
             self.ws();
             match self.next()? {
                 b',' => self.ws(),
                 b'}' => break,
                 _ => return None,
+            }
+        }
+        Some(())
+    }
+
+    /// One `extFields` entry in any form (whitespace, escapes, numbers, booleans, null).
+    #[inline(never)]
+    fn ext_entry(&mut self, ext: &mut ExtFieldsBuf, base: usize) -> Option<()> {
+        let (key, key_escape) = self.string_span(ext, base)?;
+        self.ws();
+        self.eat(b':')?;
+        self.ws();
+        let start = self.i;
+        match self.peek()? {
+            b'"' => {
+                let (value, value_escape) = self.string_span(ext, base)?;
+                ext.set_spans(key, value, key_escape || value_escape);
+            }
+            b'n' => {
+                if !self.literal(b"null") {
+                    return None;
+                }
+            }
+            b't' | b'f' => {
+                if !(self.literal(b"true") || self.literal(b"false")) {
+                    return None;
+                }
+                ext.set_spans(key, (start - base, self.i - base), key_escape);
+            }
+            _ => {
+                self.int()?;
+                ext.set_spans(key, (start - base, self.i - base), key_escape);
             }
         }
         Some(())
