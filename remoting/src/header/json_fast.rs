@@ -112,6 +112,16 @@ fn plain_pair(b: &[u8], at: usize) -> Option<(Span, Span, usize)> {
     Some(((key, key_end), (value, value_end), value_end + 1))
 }
 
+/// The value of one hex digit.
+fn hex(h: u8) -> Option<u8> {
+    match h {
+        b'0'..=b'9' => Some(h - b'0'),
+        b'a'..=b'f' => Some(h - b'a' + 10),
+        b'A'..=b'F' => Some(h - b'A' + 10),
+        _ => None,
+    }
+}
+
 /// An integer literal's value.
 struct Int {
     value: i128,
@@ -251,13 +261,23 @@ impl<'a> Parser<'a> {
                 b'n' => '\n',
                 b'r' => '\r',
                 b't' => '\t',
-                b'u' => self.unicode_escape()?,
+                b'u' => match *self.b.get(self.i..self.i + 4)? {
+                    // `\u00XX`, the usual form (properties separators): one byte, no lookup
+                    // of a surrogate range.
+                    [b'0', b'0', h, l] => {
+                        self.i += 4;
+                        char::from(hex(h)? << 4 | hex(l)?)
+                    }
+                    _ => self.unicode_escape()?,
+                },
                 _ => return None,
             };
             special |= c < ' ' || c == '"' || c == '\\';
             out.push(c);
             run = self.i;
-            if !matches!(self.plain_run()?, b'"' | b'\\') {
+            let n = scan::first_special(self.rest())?;
+            self.i += n;
+            if !matches!(self.b.get(self.i), Some(b'"' | b'\\')) {
                 return None;
             }
         }
@@ -265,16 +285,10 @@ impl<'a> Parser<'a> {
 
     /// The four hex digits after `\u`; surrogates are left to the general parser.
     fn unicode_escape(&mut self) -> Option<char> {
-        let hex = self.b.get(self.i..self.i + 4)?;
+        let digits = self.b.get(self.i..self.i + 4)?;
         let mut v = 0u32;
-        for &h in hex {
-            let d = match h {
-                b'0'..=b'9' => h - b'0',
-                b'a'..=b'f' => h - b'a' + 10,
-                b'A'..=b'F' => h - b'A' + 10,
-                _ => return None,
-            };
-            v = v * 16 + u32::from(d);
+        for &h in digits {
+            v = v * 16 + u32::from(hex(h)?);
         }
         self.i += 4;
         if (0xD800..=0xDFFF).contains(&v) {
