@@ -2,7 +2,8 @@
 //!
 //! One task registers with every address of `namesrvAddr` (`;`-separated) every
 //! `registerNameServerPeriod` and at once when woken through `BrokerContext::register_now`
-//! (role change, topic created). The brokerId is whatever the controller applied last (-1
+//! (role change, topic created); a registration some name server did not accept is retried
+//! after a short backoff (0.5 s, doubling, at most the period). The brokerId is whatever the controller applied last (-1
 //! before any role, 0 as master, selfId number + 1 as slave). A response's `masterAddr` is
 //! kept for slave synchronisation. On shutdown the broker unregisters from every name server.
 
@@ -21,6 +22,21 @@ use crate::message::masked_crc32;
 
 /// Timeout of one registration call.
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(3);
+/// First retry delay after a registration that not every name server accepted; doubles per
+/// failed attempt up to the registration period.
+const RETRY_FIRST: Duration = Duration::from_millis(500);
+
+/// The delay before the next registration: the period after a fully accepted one, else a
+/// backoff from [`RETRY_FIRST`] doubling per consecutive failure, never above the period.
+/// Why: the registration after a role change is the one that makes a new master reachable;
+/// one lost to a name server timeout must not wait a whole period (30 s by default).
+pub fn next_registration_delay(period: Duration, consecutive_failures: u32) -> Duration {
+    if consecutive_failures == 0 {
+        return period;
+    }
+    let factor = 1u32 << consecutive_failures.saturating_sub(1).min(16);
+    RETRY_FIRST.saturating_mul(factor).min(period)
+}
 
 /// The name-server addresses of `namesrvAddr`.
 pub async fn resolve_namesrv_addrs(list: &str) -> Vec<SocketAddr> {
@@ -137,11 +153,14 @@ impl NamesrvClient {
         }
     }
 
-    /// The periodic loop: register every `period` and whenever woken; ends at shutdown.
+    /// The periodic loop: register every `period` and whenever woken, and sooner again
+    /// after a registration some name server did not accept ([`next_registration_delay`]);
+    /// ends at shutdown.
     pub async fn run(self: Arc<Self>, period: Duration) {
         let period = period.max(Duration::from_millis(100));
+        let mut failures = 0u32;
         loop {
-            let due = tokio::time::Instant::now() + period;
+            let due = tokio::time::Instant::now() + next_registration_delay(period, failures);
             tokio::select! {
                 _ = self.ctx.shutdown.cancelled() => break,
                 _ = tokio::time::sleep_until(due) => {
@@ -167,7 +186,33 @@ impl NamesrvClient {
             if self.ctx.shutdown.is_cancelled() {
                 break;
             }
-            self.register_all().await;
+            let ok = self.register_all().await;
+            failures = if ok < self.addrs.len() {
+                failures.saturating_add(1)
+            } else {
+                0
+            };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_registrations_retry_sooner_with_a_bounded_backoff() {
+        let period = Duration::from_secs(30);
+        assert_eq!(next_registration_delay(period, 0), period);
+        assert_eq!(
+            next_registration_delay(period, 1),
+            Duration::from_millis(500)
+        );
+        assert_eq!(next_registration_delay(period, 2), Duration::from_secs(1));
+        assert_eq!(next_registration_delay(period, 4), Duration::from_secs(4));
+        assert_eq!(next_registration_delay(period, 7), period);
+        assert_eq!(next_registration_delay(period, u32::MAX), period);
+        let short = Duration::from_millis(300);
+        assert_eq!(next_registration_delay(short, 2), short);
     }
 }
