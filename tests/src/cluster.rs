@@ -49,13 +49,15 @@ fn ephemeral_port_min() -> u16 {
 static HANDED_OUT: std::sync::Mutex<Option<std::collections::HashSet<u16>>> =
     std::sync::Mutex::new(None);
 
-/// Whether `p` is free on 127.0.0.1 and not handed out yet; if so it is handed out now.
+/// Whether `p` is free and not handed out yet; if so it is handed out now.
 fn take_if_free(p: u16) -> bool {
     let mut handed = HANDED_OUT
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let handed = handed.get_or_insert_with(Default::default);
-    if handed.contains(&p) || std::net::TcpListener::bind(("127.0.0.1", p)).is_err() {
+    // The wildcard address: brokers bind their listen and VIP ports on 0.0.0.0, which fails
+    // when any address holds the port.
+    if handed.contains(&p) || std::net::TcpListener::bind(("0.0.0.0", p)).is_err() {
         return false;
     }
     handed.insert(p);
