@@ -10,6 +10,14 @@
 //!
 //! Timings: DLedger heartbeat 300 ms × 3 missed beats, votes 100–300 ms (the "fast profile"
 //! of MP-01), slave sync every 1 s. Small store files ([`SMALL_STORE_FILES`]).
+//!
+//! Diagnosis: [`Cluster::start`] returns only with every member booted; [`Cluster::kill9`]
+//! first fails, naming the member, if one exited on its own. A test that fails keeps its temp
+//! dir (name-server and broker logs, stores) and prints each member's state and log tail.
+//! Environment: `FAILOVER_KEEP` keeps the temp dir of passing tests too; `FAILOVER_RUST_LOG`
+//! sets the brokers' `RUST_LOG` (default info); `FAILOVER_BIN_DIR` takes `it-mqbroker` and
+//! `it-mqnamesrv` from a directory (soak loops over a copied build: copy the test binary from
+//! `target/debug/deps` too and run it in a shell loop).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
