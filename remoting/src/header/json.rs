@@ -125,6 +125,10 @@ impl Writer<'_> {
     }
 
     fn int(&mut self, v: i32) {
+        if let Ok(digit @ 0..=9) = u8::try_from(v) {
+            // flag, code 0 and the like: one digit.
+            return self.put(&[b'0' + digit]);
+        }
         let mut buf = [0u8; I32_MAX_LEN];
         let from = format_int(&mut buf, i64::from(v));
         self.put_text(&buf[from..]);

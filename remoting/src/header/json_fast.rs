@@ -334,10 +334,17 @@ impl<'a> Parser<'a> {
     }
 
     /// `code`/`version`/`opaque`/`flag`: a number, a numeric string, or null (0).
+    #[inline]
     fn lenient_i32(&mut self) -> Option<i32> {
-        if let Some(v) = self.short_uint() {
-            return Some(v);
+        match self.short_uint() {
+            Some(v) => Some(v),
+            None => self.other_i32(),
         }
+    }
+
+    /// [`Parser::lenient_i32`] past its common case.
+    #[inline(never)]
+    fn other_i32(&mut self) -> Option<i32> {
         match self.peek()? {
             b'"' => self.string()?.trim().parse::<i32>().ok(),
             b'n' => self.literal(b"null").then_some(0),
@@ -348,6 +355,7 @@ impl<'a> Parser<'a> {
     /// The common case of an integer field: 1 to 9 plain digits (no sign, no leading zero)
     /// followed by a byte that cannot continue a number. Anything else (including the end
     /// of the input) is left to [`Parser::int`], which agrees on every input this accepts.
+    #[inline]
     fn short_uint(&mut self) -> Option<i32> {
         let digits = self.b.get(self.i..)?;
         let mut v = 0i32;
@@ -498,6 +506,8 @@ impl<'a> Parser<'a> {
     /// The value of an unknown key: only scalars are skipped here.
     fn skip_scalar(&mut self) -> Option<()> {
         match self.peek()? {
+            // `serializeTypeCurrentRPC` (fastjson, this crate) needs no look at its text.
+            b'"' if self.literal(b"\"JSON\"") => Some(()),
             b'"' => self.string().map(drop),
             b'n' => self.literal(b"null").then_some(()),
             b't' => self.literal(b"true").then_some(()),
