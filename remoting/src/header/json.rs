@@ -37,12 +37,28 @@ pub fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
         bound += REMARK_KEY.len() + 2 + ESCAPED_MAX * r.len();
     }
     let start = dst.len();
-    dst.resize(start + bound, 0);
-    let mut w = Writer {
-        out: &mut dst[start..],
-        at: 0,
-        overflow: false,
-    };
+    loop {
+        dst.resize(start + bound, 0);
+        let mut w = Writer {
+            rest: &mut dst[start..],
+            overflow: false,
+        };
+        write_header(&mut w, cmd, language, remark);
+        if !w.overflow {
+            let unused = w.rest.len();
+            dst.truncate(start + bound - unused);
+            return;
+        }
+        // The bound holds by construction (checked by the encoder property test); were it
+        // ever short, a larger one still gives the right text.
+        debug_assert!(false, "JSON header bound {bound} too small");
+        bound *= 2;
+    }
+}
+
+/// The header text, in fastjson's key order.
+fn write_header(w: &mut Writer<'_>, cmd: &RemotingCommand, language: &[u8], remark: Option<&[u8]>) {
+    let ext = cmd.ext_fields();
     w.put(b"{\"code\":");
     w.int(cmd.code());
     if !ext.is_empty() {
@@ -80,10 +96,6 @@ pub fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
     w.put(b",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":");
     w.int(cmd.version());
     w.put(b"}");
-    let (written, overflow) = (w.at, w.overflow);
-    // The bound holds by construction (checked by the encoder property test).
-    debug_assert!(!overflow, "JSON header bound {bound} too small");
-    dst.truncate(start + written.min(bound));
 }
 
 /// Bytes of the header outside the integers, the language name, extFields and remark.
@@ -95,33 +107,44 @@ const I32_MAX_LEN: usize = 11;
 /// Longest escape of one byte (`\u00XX`).
 const ESCAPED_MAX: usize = 6;
 
-/// Writes into a slice sized in advance: a bounds check per write, no growth check.
+/// Writes into a slice sized in advance: one length check per write, no growth check.
 struct Writer<'a> {
-    out: &'a mut [u8],
-    at: usize,
-    /// A write did not fit (never, as the caller sizes `out`; nothing is written then).
+    /// What is left to write into.
+    rest: &'a mut [u8],
+    /// A write did not fit (never, as the caller sizes the slice).
     overflow: bool,
 }
 
-impl Writer<'_> {
+impl<'a> Writer<'a> {
+    /// The next `n` bytes to write.
+    #[inline(always)]
+    fn take(&mut self, n: usize) -> Option<&'a mut [u8]> {
+        match std::mem::take(&mut self.rest).split_at_mut_checked(n) {
+            Some((head, tail)) => {
+                self.rest = tail;
+                Some(head)
+            }
+            None => {
+                self.overflow = true;
+                None
+            }
+        }
+    }
+
     /// Writes `s`; meant for constants (their copy compiles to a few moves).
     #[inline(always)]
     fn put(&mut self, s: &[u8]) {
-        match self.out.get_mut(self.at..self.at + s.len()) {
-            Some(d) => d.copy_from_slice(s),
-            None => self.overflow = true,
+        if let Some(d) = self.take(s.len()) {
+            d.copy_from_slice(s);
         }
-        self.at += s.len();
     }
 
     /// Writes `s` of any length; the short ones (keys, most values) without a `memcpy` call.
     #[inline(always)]
     fn put_text(&mut self, s: &[u8]) {
-        match self.out.get_mut(self.at..self.at + s.len()) {
-            Some(d) => copy_short(d, s),
-            None => self.overflow = true,
+        if let Some(d) = self.take(s.len()) {
+            copy_short(d, s);
         }
-        self.at += s.len();
     }
 
     fn int(&mut self, v: i32) {
@@ -512,16 +535,16 @@ mod tests {
 
     /// `s` as [`Writer::string`] writes it.
     fn json_string(s: &str) -> Vec<u8> {
-        let mut out = vec![0u8; 2 + ESCAPED_MAX * s.len()];
+        let bound = 2 + ESCAPED_MAX * s.len();
+        let mut out = vec![0u8; bound];
         let mut w = Writer {
-            out: &mut out,
-            at: 0,
+            rest: &mut out,
             overflow: false,
         };
         w.string(s.as_bytes());
         assert!(!w.overflow);
-        let n = w.at;
-        out.truncate(n);
+        let unused = w.rest.len();
+        out.truncate(bound - unused);
         out
     }
 

@@ -91,11 +91,12 @@ pub(crate) fn decode(bytes: &[u8]) -> Option<RemotingCommand> {
     ))
 }
 
-/// The common form of an `extFields` entry, `"key":"value"` written compactly with no
-/// escapes (fastjson, Go and this crate), at `at`: where the key and the value lie and the
-/// index after the value's closing quote. `None` for any other form.
+/// The common form of an `extFields` entry, `"key":"value"` written compactly with a key
+/// without escapes (fastjson, Go and this crate), at `at`: where the key lies, where the
+/// value starts and the index of the first byte in the value that is not plain text (its
+/// closing quote unless it has escapes). `None` for any other form.
 #[inline(always)]
-fn plain_pair(b: &[u8], at: usize) -> Option<(Span, Span, usize)> {
+fn compact_entry(b: &[u8], at: usize) -> Option<(Span, usize, usize)> {
     if b.get(at) != Some(&b'"') {
         return None;
     }
@@ -105,11 +106,8 @@ fn plain_pair(b: &[u8], at: usize) -> Option<(Span, Span, usize)> {
         return None;
     }
     let value = key_end + 3;
-    let value_end = value + scan::first_special(b.get(value..)?)?;
-    if b.get(value_end) != Some(&b'"') {
-        return None;
-    }
-    Some(((key, key_end), (value, value_end), value_end + 1))
+    let stop = value + scan::first_special(b.get(value..)?)?;
+    Some(((key, key_end), value, stop))
 }
 
 /// The value of one hex digit.
@@ -424,14 +422,18 @@ impl<'a> Parser<'a> {
         // Inserting in order keeps the map semantics (last duplicate wins); sorted input, as
         // fastjson and this crate write it, appends at the end without searching.
         loop {
-            match plain_pair(self.b, self.i) {
-                Some((key, value, end)) => {
-                    ext.set_spans(
-                        (key.0 - base, key.1 - base),
-                        (value.0 - base, value.1 - base),
-                        false,
-                    );
-                    self.i = end;
+            match compact_entry(self.b, self.i) {
+                Some((key, value, stop)) => {
+                    let key = (key.0 - base, key.1 - base);
+                    if self.b.get(stop) == Some(&b'"') {
+                        ext.set_spans(key, (value - base, stop - base), false);
+                        self.i = stop + 1;
+                    } else {
+                        // Escapes (the properties value), or a control byte (no answer).
+                        self.i = stop;
+                        let (value, escape) = self.escaped_span(ext, value)?;
+                        ext.set_spans(key, value, escape);
+                    }
                 }
                 None => self.ext_entry(ext, base)?,
             }
