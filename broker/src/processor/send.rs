@@ -19,8 +19,12 @@ use crate::context::{now_ms, BrokerContext, ServingRole};
 use crate::error::BrokerError;
 use crate::message::msg_id::write_offset_msg_id;
 use crate::message::properties::{self, keys};
-use crate::message::record::{encode_record, CrcCheck, MagicPolicy, RecordFields, RecordView};
-use crate::message::{decode_batch, offset_msg_id, sysflag, topic as names, MessageProperties};
+use crate::message::record::{
+    encode_record, CrcCheck, MagicPolicy, MessageLimits, RecordFields, RecordView,
+};
+use crate::message::{
+    decode_batch, offset_msg_id, sysflag, topic as names, MessageError, MessageProperties,
+};
 use crate::store::delay_offsets::SCHEDULE_ORIGIN_PROPERTY;
 use crate::store::message_store::PutOne;
 use crate::store::topics::perm;
@@ -439,17 +443,23 @@ thread_local! {
 /// the ledger has written it).
 fn encode_stored(ctx: &BrokerContext, fields: &RecordFields<'_>) -> Result<BytesMut, BrokerError> {
     let limits = ctx.config.message_limits();
-    RECORD_SLAB.with(|slab| {
-        let mut slab = slab.borrow_mut();
-        if slab.capacity() == 0 {
-            // A fresh slab; once split, `reserve` refills with slabs of this size.
-            *slab = BytesMut::with_capacity(RECORD_SLAB_BYTES);
-        }
-        let encoded = encode_record(fields, &limits, MagicPolicy::Auto, &mut slab);
-        let record = slab.split();
-        encoded?;
-        Ok(record)
-    })
+    RECORD_SLAB.with(|slab| Ok(encode_in_slab(&mut slab.borrow_mut(), fields, &limits)?))
+}
+
+/// Encodes one record at the end of `slab` and splits it off.
+fn encode_in_slab(
+    slab: &mut BytesMut,
+    fields: &RecordFields<'_>,
+    limits: &MessageLimits,
+) -> Result<BytesMut, MessageError> {
+    if slab.capacity() == 0 {
+        // A fresh slab; once split, `reserve` refills with slabs of this size.
+        *slab = BytesMut::with_capacity(RECORD_SLAB_BYTES);
+    }
+    let encoded = encode_record(fields, limits, MagicPolicy::Auto, slab);
+    let record = slab.split();
+    encoded?;
+    Ok(record)
 }
 
 /// SEND_BATCH_MESSAGE (or a send with the batch flag): every element stored as its own
@@ -644,4 +654,67 @@ pub async fn consumer_send_back(
         .put_records(&store_topic, store_queue, vec![buf], true)
         .await?;
     Ok(RemotingCommand::success())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields<'a>(body: &'a [u8], queue_offset: i64) -> RecordFields<'a> {
+        let host: SocketAddr = "127.0.0.1:10911".parse().unwrap();
+        RecordFields {
+            queue_id: 3,
+            flag: 0,
+            queue_offset,
+            physical_offset: 0,
+            sys_flag: 0,
+            born_timestamp: 1,
+            born_host: host,
+            store_timestamp: 2,
+            store_host: host,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body,
+            topic: "T",
+            properties: b"TAGS\x01a\x02",
+        }
+    }
+
+    /// Records split off a slab are exactly what a buffer of their own would hold, stay
+    /// intact while later records fill (and outgrow) the slab, including records larger
+    /// than a slab, and a refused record leaves nothing behind.
+    #[test]
+    fn slab_records_equal_own_buffer_records() {
+        let limits = MessageLimits::default();
+        let mut slab = BytesMut::new();
+        let bodies: Vec<Vec<u8>> = (0..200usize)
+            .map(|i| {
+                vec![
+                    i as u8;
+                    if i % 50 == 7 {
+                        3 * RECORD_SLAB_BYTES
+                    } else {
+                        1000 + i
+                    }
+                ]
+            })
+            .collect();
+        let mut kept = Vec::new();
+        for (i, b) in bodies.iter().enumerate() {
+            let mut r = encode_in_slab(&mut slab, &fields(b, 0), &limits).unwrap();
+            crate::message::record::patch_queue_offset(&mut r, i as i64).unwrap();
+            kept.push(r.freeze());
+        }
+        for (i, (b, r)) in bodies.iter().zip(&kept).enumerate() {
+            let mut own = BytesMut::new();
+            encode_record(&fields(b, i as i64), &limits, MagicPolicy::Auto, &mut own).unwrap();
+            assert_eq!(&own[..], &r[..], "record {i}");
+        }
+        let too_big = vec![0u8; limits.max_body_bytes + 1];
+        assert!(encode_in_slab(&mut slab, &fields(&too_big, 0), &limits).is_err());
+        let next = encode_in_slab(&mut slab, &fields(b"x", 0), &limits).unwrap();
+        let mut own = BytesMut::new();
+        encode_record(&fields(b"x", 0), &limits, MagicPolicy::Auto, &mut own).unwrap();
+        assert_eq!(&own[..], &next[..]);
+    }
 }
