@@ -34,7 +34,12 @@ pub fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
         }
     }
     if let Some(r) = remark {
-        bound += REMARK_KEY.len() + 2 + ESCAPED_MAX * r.len();
+        // Room for the worst case only when there is something to escape (long error texts).
+        let per_byte = match scan::first_special(r) {
+            Some(_) => ESCAPED_MAX,
+            None => 1,
+        };
+        bound += REMARK_KEY.len() + 2 + per_byte * r.len();
     }
     let start = dst.len();
     loop {

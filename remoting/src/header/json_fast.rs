@@ -555,6 +555,9 @@ mod tests {
             br#"{"code":0,"flag":10,"opaque":123456789,"version":1234567890,"language":7}"#,
             br#"{"code":2147483647,"flag":0 ,"opaque":987654321}"#,
             "{\"code\":1,\"remark\":\"é漢字🎉\",\"extFields\":{\"ключ\":\"значение\"}}".as_bytes(),
+            // Unsorted keys, a duplicate, escapes in a compact entry, the literals read as bytes.
+            br#"{"code":1,"extFields":{"k":"a\u0001b\u00E9","j":"x","k":"y\n","a":"1"},"serializeTypeCurrentRPC":"JSON","language":"JAVA"}"#,
+            br#"{"code":1,"extFields":{"i":"TAGS\u0001A\u0002","a":"b"},"extFields":{"c":"d"}}"#,
         ] {
             assert!(check(text), "{:?}", String::from_utf8_lossy(text));
         }
@@ -578,6 +581,9 @@ mod tests {
             b"{\"code\":1,\"remark\":\"\\ud83c\\udf89\"}",
             b"{\"code\":1,\"remark\":\"a\x01\"}",
             b"{\"code\":1,\"remark\":\"\xff\"}",
+            b"{\"code\":1,\"x\":\"\xff\",\"extFields\":{\"a\":\"b\"}}",
+            b"{\"code\":1,\"extFields\":{\"a\":\"b\"},\"x\":\"\xff\"}",
+            b"{\"code\":1,\"extFields\":{\"a\":\"b\x01\"}}",
             b"{\"code\":1,}",
             b"{\"code\":1} x",
             b"{\"code\":1",
