@@ -166,6 +166,17 @@ impl ExtFields {
         self.inner().iter_bytes_with_escape()
     }
 
+    /// Bytes of keys and values of the entries that need JSON escaping (the encoder gives
+    /// them room for the worst case).
+    pub(crate) fn escape_text_len(&self) -> usize {
+        self.inner()
+            .entries
+            .iter()
+            .filter(|e| e.escape)
+            .map(Entry::len)
+            .sum()
+    }
+
     /// Total bytes of keys and values.
     pub(crate) fn text_len(&self) -> usize {
         self.inner().live
@@ -638,6 +649,12 @@ mod tests {
             let live: usize = map.iter().map(|(k, v)| k.len() + v.len()).sum();
             assert_eq!(map.text_len(), live);
             assert!(map.inner().text.len() <= 2 * live + 2 * COMPACT_MIN_GARBAGE + 64);
+            let escaped: usize = map
+                .iter_bytes_with_escape()
+                .filter(|(_, _, escape)| *escape)
+                .map(|(k, v, _)| k.len() + v.len())
+                .sum();
+            assert_eq!(map.escape_text_len(), escaped);
             for (k, v, escape) in map.iter_bytes_with_escape() {
                 assert_eq!(
                     escape,

@@ -26,12 +26,7 @@ pub fn encode(cmd: &RemotingCommand, dst: &mut BytesMut) {
     let mut bound = FIXED_LEN + language.len() + 4 * I32_MAX_LEN;
     if !ext.is_empty() {
         // `,"extFields":{` `}`, and `"k":"v"` plus a comma per entry.
-        bound += 15 + 6 * ext.len() + ext.text_len();
-        for (k, v, escape) in ext.iter_bytes_with_escape() {
-            if escape {
-                bound += (ESCAPED_MAX - 1) * (k.len() + v.len());
-            }
-        }
+        bound += 15 + 6 * ext.len() + ext.text_len() + (ESCAPED_MAX - 1) * ext.escape_text_len();
     }
     if let Some(r) = remark {
         // Room for the worst case only when there is something to escape (long error texts).
