@@ -125,7 +125,10 @@ impl Broker {
         let addr: SocketAddr = format!("{bind_ip}:{}", ctx.config.listen_port)
             .parse()
             .map_err(|_| BrokerError::System("bad listen address".into()))?;
-        let server = RemotingServer::builder(ServerConfig::default())
+        let mut server_config = ServerConfig::default();
+        server_config.connection.busy_poll =
+            Duration::from_micros(ctx.config.remoting_busy_poll_micros);
+        let server = RemotingServer::builder(server_config.clone())
             .registry(registry.clone())
             .listener(listener.clone())
             .bind(addr)
@@ -136,7 +139,7 @@ impl Broker {
             let vip: SocketAddr = format!("{bind_ip}:{vip_port}")
                 .parse()
                 .map_err(|_| BrokerError::System("bad VIP address".into()))?;
-            match RemotingServer::builder(ServerConfig::default())
+            match RemotingServer::builder(server_config)
                 .registry(registry)
                 .listener(listener)
                 .bind(vip)

@@ -1,8 +1,10 @@
 //! Benchmarks: encode+decode of one command (JSON and ROCKETMQ, 10 extFields, 1 KiB body), and
 //! loopback RPC throughput over one connection with 1 and 64 requests in flight, for a JSON and
 //! a ROCKETMQ-serialized request (responses use the request's serialization), each measured in
-//! the same run as a raw baseline (a plain tokio echo of that request's frame bytes). Prints
-//! the ratios and the CPU time per request.
+//! the same run as a raw baseline (a plain tokio echo of that request's frame bytes). The
+//! remoting side is measured twice: with the default connection settings, and with busy
+//! polling (`ConnectionConfig::busy_poll`) on both ends. Prints the ratios and the CPU time
+//! per request.
 //!
 //! Run: `cargo bench -p remoting --bench remoting -- --measurement-time 2 --warm-up-time 1`
 
@@ -278,21 +280,34 @@ async fn raw_roundtrips(stream: &mut TcpStream, frame: &Bytes, n: u64, window: u
     tokio::join!(writer, reader);
 }
 
+/// How long the busy-polling variant polls after each read (`ConnectionConfig::busy_poll`).
+const BUSY_POLL: Duration = Duration::from_micros(50);
+
+/// The remoting variants measured: the defaults, and busy polling on both sides.
+const VARIANTS: [(&str, Duration); 2] =
+    [("remoting", Duration::ZERO), ("remoting_busy", BUSY_POLL)];
+
 fn bench_rpc(c: &mut Criterion) {
     let rt = Runtime::new().unwrap_or_else(|e| panic!("runtime: {e}"));
-    let (server, raw_addr, client) = rt.block_on(async {
-        let server = RemotingServer::builder(ServerConfig::default())
-            .default_processor(processor_fn(|_c, req: RemotingCommand| async move {
-                Some(RemotingCommand::success().with_body(req.body().clone()))
-            }))
-            .bind("127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
-            .await
-            .unwrap_or_else(|e| panic!("bind: {e}"));
-        let raw = raw_echo_server().await;
-        let client = RemotingClient::new(ClientConfig::default());
-        (server, raw, client)
+    // One echoing server and one client per variant, all on the same runtime.
+    let (ends, raw_addr) = rt.block_on(async {
+        let mut ends = Vec::new();
+        for (_, busy_poll) in VARIANTS {
+            let mut server_config = ServerConfig::default();
+            server_config.connection.busy_poll = busy_poll;
+            let server = RemotingServer::builder(server_config)
+                .default_processor(processor_fn(|_c, req: RemotingCommand| async move {
+                    Some(RemotingCommand::success().with_body(req.body().clone()))
+                }))
+                .bind("127.0.0.1:0".parse().unwrap_or_else(|e| panic!("{e}")))
+                .await
+                .unwrap_or_else(|e| panic!("bind: {e}"));
+            let mut client_config = ClientConfig::default();
+            client_config.connection.busy_poll = busy_poll;
+            ends.push((server, RemotingClient::new(client_config)));
+        }
+        (ends, raw_echo_server().await)
     });
-    let addr = server.local_addr();
     let mut raw_stream = Some(rt.block_on(async {
         let s = TcpStream::connect(raw_addr)
             .await
@@ -313,44 +328,47 @@ fn bench_rpc(c: &mut Criterion) {
         // The raw baseline echoes the exact frame bytes of the request measured.
         let frame = request.encode_to_bytes().unwrap_or_else(|e| panic!("{e}"));
         for inflight in [1usize, 64] {
-            g.bench_function(format!("remoting_{ser}_inflight_{inflight}"), |b| {
-                b.iter_custom(|iters| {
-                    let client = client.clone();
-                    let request = request.clone();
-                    let cpu0 = process_cpu();
-                    let sw0 = process_switches();
-                    // The load generator runs on the runtime like any other task.
-                    let el = rt
-                        .block_on(rt.spawn(async move {
-                            let start = Instant::now();
-                            // `inflight` callers on one task, each invoking in a loop until
-                            // `iters` requests were issued: the generator costs no allocation
-                            // per request, like the raw baseline's.
-                            let issued = std::sync::atomic::AtomicU64::new(0);
-                            let caller = || async {
-                                while issued.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-                                    < iters
-                                {
-                                    if let Err(e) =
-                                        client.invoke(addr, request.clone(), timeout).await
+            for ((variant, _), (server, client)) in VARIANTS.iter().zip(&ends) {
+                let addr = server.local_addr();
+                g.bench_function(format!("{variant}_{ser}_inflight_{inflight}"), |b| {
+                    b.iter_custom(|iters| {
+                        let client = client.clone();
+                        let request = request.clone();
+                        let cpu0 = process_cpu();
+                        let sw0 = process_switches();
+                        // The load generator runs on the runtime like any other task.
+                        let el = rt
+                            .block_on(rt.spawn(async move {
+                                let start = Instant::now();
+                                // `inflight` callers on one task, each invoking in a loop
+                                // until `iters` requests were issued: the generator costs no
+                                // allocation per request, like the raw baseline's.
+                                let issued = std::sync::atomic::AtomicU64::new(0);
+                                let caller = || async {
+                                    while issued.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                                        < iters
                                     {
-                                        panic!("invoke failed: {e}");
+                                        if let Err(e) =
+                                            client.invoke(addr, request.clone(), timeout).await
+                                        {
+                                            panic!("invoke failed: {e}");
+                                        }
                                     }
-                                }
-                            };
-                            let mut callers: FuturesUnordered<_> =
-                                (0..inflight).map(|_| caller()).collect();
-                            while callers.next().await.is_some() {}
-                            start.elapsed()
-                        }))
-                        .unwrap_or_else(|e| panic!("load task: {e}"));
-                    let key = format!("rpc/remoting_{ser}_{inflight}");
-                    record_cpu(&key, process_cpu().saturating_sub(cpu0), iters);
-                    record_switches(&key, process_switches().saturating_sub(sw0), iters);
-                    record(&key, el, iters);
-                    el
-                })
-            });
+                                };
+                                let mut callers: FuturesUnordered<_> =
+                                    (0..inflight).map(|_| caller()).collect();
+                                while callers.next().await.is_some() {}
+                                start.elapsed()
+                            }))
+                            .unwrap_or_else(|e| panic!("load task: {e}"));
+                        let key = format!("rpc/{variant}_{ser}_{inflight}");
+                        record_cpu(&key, process_cpu().saturating_sub(cpu0), iters);
+                        record_switches(&key, process_switches().saturating_sub(sw0), iters);
+                        record(&key, el, iters);
+                        el
+                    })
+                });
+            }
             g.bench_function(format!("raw_echo_{ser}_inflight_{inflight}"), |b| {
                 b.iter_custom(|iters| {
                     let frame = frame.clone();
@@ -376,8 +394,10 @@ fn bench_rpc(c: &mut Criterion) {
     }
     g.finish();
     rt.block_on(async {
-        client.shutdown().await;
-        server.shutdown().await;
+        for (server, client) in &ends {
+            client.shutdown().await;
+            server.shutdown().await;
+        }
     });
 }
 
@@ -418,23 +438,29 @@ fn report() {
             sw as f64 * 100.0 / (*n).max(1) as f64
         );
     }
+    println!(
+        "(remoting: default ConnectionConfig; remoting_busy: busy_poll {} us on both sides)",
+        BUSY_POLL.as_micros()
+    );
     for ser in ["json", "rocketmq"] {
         for inflight in [1, 64] {
-            let ours_key = format!("rpc/remoting_{ser}_{inflight}");
             let raw_key = format!("rpc/raw_{ser}_{inflight}");
-            if let (Some(ours), Some(raw)) = (per_op(&ours_key), per_op(&raw_key)) {
-                println!(
-                    "rpc {ser} inflight={inflight}: remoting {:.0} req/s, raw echo {:.0} req/s, ratio {:.2}x (ops {})",
-                    1.0 / ours,
-                    1.0 / raw,
-                    raw / ours,
-                    r.get(&ours_key).map(|x| x.1).unwrap_or(0)
-                );
-            }
-            if let (Some(ours), Some(raw)) = (cpu_per_op(&ours_key), cpu_per_op(&raw_key)) {
-                println!(
-                    "rpc {ser} inflight={inflight} cpu: remoting {ours:.2} us/req, raw echo {raw:.2} us/req (all threads)"
-                );
+            for (variant, _) in VARIANTS {
+                let ours_key = format!("rpc/{variant}_{ser}_{inflight}");
+                if let (Some(ours), Some(raw)) = (per_op(&ours_key), per_op(&raw_key)) {
+                    println!(
+                        "rpc {ser} inflight={inflight}: {variant} {:.0} req/s, raw echo {:.0} req/s, ratio {:.2}x (ops {})",
+                        1.0 / ours,
+                        1.0 / raw,
+                        raw / ours,
+                        r.get(&ours_key).map(|x| x.1).unwrap_or(0)
+                    );
+                }
+                if let (Some(ours), Some(raw)) = (cpu_per_op(&ours_key), cpu_per_op(&raw_key)) {
+                    println!(
+                        "rpc {ser} inflight={inflight} cpu: {variant} {ours:.2} us/req, raw echo {raw:.2} us/req (all threads)"
+                    );
+                }
             }
         }
     }

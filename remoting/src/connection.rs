@@ -73,11 +73,15 @@ pub struct ConnectionConfig {
     /// Most bytes one read takes from the socket. Smaller reads let the reader answer a
     /// pipelined burst in several pieces, so the peer gets responses while it still sends.
     pub read_chunk: usize,
-    /// After a read that returned data, the reader yields to the runtime up to this many
-    /// times, trying a non-blocking read after each, before it waits for readiness: on a
-    /// busy connection the next bytes are usually microseconds away, and parking the worker
-    /// thread and waking it again costs more than that (0: never).
-    pub busy_polls: u32,
+    /// After a read that returned data, the reader keeps yielding to the runtime for up to
+    /// this long, trying a non-blocking read after each yield, before it waits for
+    /// readiness: on a busy connection the next bytes are usually microseconds away, and
+    /// parking the worker thread and waking it again (an idle vCPU, on a VM) costs more
+    /// than that. Other tasks of the runtime run during the yields, but the thread stays
+    /// busy, so it suits a host whose cores this process has to itself; several processes
+    /// sharing few cores lose more to each other's polling than they gain. Zero (the
+    /// default): never.
+    pub busy_poll: Duration,
 }
 
 impl Default for ConnectionConfig {
@@ -90,7 +94,7 @@ impl Default for ConnectionConfig {
             max_inflight_requests: 65_536,
             max_concurrent_requests: 65_536,
             read_chunk: 64 * 1024,
-            busy_polls: 0,
+            busy_poll: Duration::ZERO,
         }
     }
 }
@@ -646,7 +650,7 @@ async fn read_frames(
     // Set once the owner shuts down gracefully: frames are still read (responses complete
     // their waiters, 5.x clients are told to go away) but no new request is processed.
     let mut shutting_down = false;
-    // The last read returned data (see `ConnectionConfig::busy_polls`).
+    // The last read returned data (see `ConnectionConfig::busy_poll`).
     let mut busy = false;
     loop {
         loop {
@@ -674,7 +678,7 @@ async fn read_frames(
         // Read in chunks of at most `read_chunk` so memory follows the bytes actually
         // received.
         let chunk = cfg.read_chunk.max(4096);
-        if buf.capacity() - buf.len() < chunk.min(4096) {
+        if buf.capacity() - buf.len() < 4096 {
             buf.reserve(chunk);
         }
         if let Some(t) = partial_since {
@@ -683,10 +687,10 @@ async fn read_frames(
                 timer.as_mut().reset(frame_due);
             }
         }
-        if busy {
-            busy = false;
+        if std::mem::take(&mut busy) && !cfg.busy_poll.is_zero() {
             let mut got = false;
-            for _ in 0..cfg.busy_polls {
+            let until = Instant::now() + cfg.busy_poll;
+            while Instant::now() < until {
                 tokio::task::yield_now().await;
                 if conn.shared.closed.is_cancelled() {
                     return ReadEnd::Closed;

@@ -580,7 +580,7 @@ async fn responses_larger_than_the_socket_buffer_arrive_whole_and_in_order() {
 async fn busy_polling_and_small_reads_keep_every_frame_whole() {
     let mut server_config = ServerConfig::default();
     server_config.connection.read_chunk = 4096;
-    server_config.connection.busy_polls = 8;
+    server_config.connection.busy_poll = Duration::from_micros(200);
     let server = RemotingServer::builder(server_config)
         .default_processor(echo())
         .bind("127.0.0.1:0".parse().unwrap())
@@ -589,7 +589,7 @@ async fn busy_polling_and_small_reads_keep_every_frame_whole() {
     let addr = server.local_addr();
     let mut client_config = ClientConfig::default();
     client_config.connection.read_chunk = 4096;
-    client_config.connection.busy_polls = 8;
+    client_config.connection.busy_poll = Duration::from_micros(200);
     let client = RemotingClient::new(client_config);
     let mut tasks = Vec::new();
     for i in 0..64u32 {

@@ -148,17 +148,21 @@ impl Ledger {
             answer_timeout: rpc_timeout,
             decode_scratch: Mutex::new(bytes::BytesMut::new()),
         };
-        let server = RemotingServer::builder(ServerConfig::default())
+        let mut server_config = ServerConfig::default();
+        server_config.connection.busy_poll = opts.busy_poll;
+        let server = RemotingServer::builder(server_config)
             .processor(Arc::new(service))
             .bind(addr)
             .await
             .map_err(|source| LedgerError::Bind { addr, source })?;
-        let client = RemotingClient::new(ClientConfig {
+        let mut client_config = ClientConfig {
             connect_timeout: Duration::from_secs(1),
             reconnect_backoff_min: Duration::from_millis(20),
             reconnect_backoff_max: backoff_max,
             ..ClientConfig::default()
-        });
+        };
+        client_config.connection.busy_poll = opts.busy_poll;
+        let client = RemotingClient::new(client_config);
 
         let mut peers = Vec::with_capacity(opts.peers.len());
         let pushes = Arc::new(EntryJsonCache::default());

@@ -12,7 +12,7 @@ use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::error::OptionError;
 use crate::config::{FlushMode, LedgerConfig};
@@ -61,6 +61,10 @@ pub struct LedgerOptions {
     pub core: CoreConfig,
     /// Leader-side body rewrite at append time (none by default).
     pub append_hook: Option<AppendHook>,
+    /// Busy polling of the peer connections after each read (`remoting`'s
+    /// `ConnectionConfig::busy_poll`); property `dLedgerBusyPollMicros`, ours. Zero (the
+    /// default) for members that share cores with other processes.
+    pub busy_poll: Duration,
 }
 
 impl LedgerOptions {
@@ -95,6 +99,7 @@ impl LedgerOptions {
             store_root,
             store: LedgerConfig::default(),
             append_hook: None,
+            busy_poll: Duration::ZERO,
         }
     }
 
@@ -229,6 +234,8 @@ impl LedgerOptions {
             "releaseCacheBehindBytes" => {
                 s.release_cache_behind_bytes = Some(num()?).filter(|&b| b > 0)
             }
+            // Ours, not DLedger's (`LedgerOptions::busy_poll`); 0: never.
+            "busyPollMicros" => self.busy_poll = Duration::from_micros(num()?),
             "diskSpaceRatioToCheckExpired" => s.disk_ratio_check_expired = ratio()?,
             "diskSpaceRatioToForceClean" => s.disk_ratio_force_clean = ratio()?,
             "enableDiskForceClean" => s.disk_force_clean_enabled = flag()?,
@@ -344,6 +351,10 @@ mod tests {
             Ok(true)
         );
         assert_eq!(o.store.release_cache_behind_bytes, None);
+        assert_eq!(o.busy_poll, Duration::ZERO, "off by default");
+        assert_eq!(o.apply_property("dLedgerBusyPollMicros", "50"), Ok(true));
+        assert_eq!(o.busy_poll, Duration::from_micros(50));
+        assert!(o.apply_property("dLedgerBusyPollMicros", "-1").is_err());
         assert_eq!(o.apply_property("flushDiskType", "SYNC_FLUSH"), Ok(true));
         assert_eq!(o.apply_property("deleteWhen", "04;05"), Ok(true));
         assert_eq!(o.apply_property("brokerName", "b"), Ok(false));
