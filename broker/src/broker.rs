@@ -121,10 +121,8 @@ impl Broker {
         let metrics = Arc::new(observe::BrokerMetrics::new(&peer_ids));
         crate::metrics::instrument(&mut registry, &metrics);
         let listener = Arc::new(ClientConnectionListener(Arc::clone(&ctx)));
-        let bind_ip = "0.0.0.0";
-        let addr: SocketAddr = format!("{bind_ip}:{}", ctx.config.listen_port)
-            .parse()
-            .map_err(|_| BrokerError::System("bad listen address".into()))?;
+        let bind_ip = ctx.config.bind_address;
+        let addr = SocketAddr::new(bind_ip, ctx.config.listen_port);
         let mut server_config = ServerConfig::default();
         server_config.connection.busy_poll =
             Duration::from_micros(ctx.config.remoting_busy_poll_micros);
@@ -136,9 +134,7 @@ impl Broker {
             .map_err(|e| BrokerError::System(format!("cannot listen on {addr}: {e}")))?;
         let vip_port = ctx.config.vip_listen_port();
         let vip_server = if ctx.config.listen_port > 2 {
-            let vip: SocketAddr = format!("{bind_ip}:{vip_port}")
-                .parse()
-                .map_err(|_| BrokerError::System("bad VIP address".into()))?;
+            let vip = SocketAddr::new(bind_ip, vip_port);
             match RemotingServer::builder(server_config)
                 .registry(registry)
                 .listener(listener)
@@ -156,6 +152,7 @@ impl Broker {
         };
 
         let metrics_endpoint = crate::metrics::start_endpoint(
+            bind_ip,
             ctx.config.metrics_port,
             Arc::clone(&metrics),
             ctx.shutdown.child_token(),

@@ -74,6 +74,10 @@ pub struct BrokerConfig {
     /// Advertised address for clients and msg ids. Default 127.0.0.1 (Java picks the first
     /// non-loopback address; set it explicitly on real hosts).
     pub broker_ip1: String,
+    /// `bindAddress` (RocketMQ 5's NettyServerConfig): the address the client, VIP and
+    /// metrics ports listen on. Default 0.0.0.0, every interface, as in Java; a group that
+    /// only talks over loopback (tests, the conf/dledger sample) binds 127.0.0.1.
+    pub bind_address: std::net::IpAddr,
     pub broker_ip2: String,
     pub listen_port: u16,
     /// `host:port;host:port`; default from the `NAMESRV_ADDR` environment variable.
@@ -187,6 +191,7 @@ impl Default for BrokerConfig {
             broker_name: default_broker_name(),
             broker_id: 0,
             broker_ip1: "127.0.0.1".into(),
+            bind_address: std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
             broker_ip2: "127.0.0.1".into(),
             listen_port: 10911,
             namesrv_addr: std::env::var("NAMESRV_ADDR").ok().filter(|s| !s.is_empty()),
@@ -482,6 +487,11 @@ impl BrokerConfig {
             "brokerName" => self.broker_name = v.to_owned(),
             "brokerId" => self.broker_id = parse_num(key, v)?,
             "brokerIP1" => self.broker_ip1 = v.to_owned(),
+            "bindAddress" => {
+                self.bind_address = v
+                    .parse()
+                    .map_err(|_| invalid(key, v, "expected an IP address"))?
+            }
             "brokerIP2" => self.broker_ip2 = v.to_owned(),
             "listenPort" => self.listen_port = parse_num(key, v)?,
             "metricsPort" => self.metrics_port = parse_num(key, v)?,
@@ -846,5 +856,18 @@ mod tests {
         assert!(c.extra.is_empty(), "a known key");
         let e = BrokerConfig::from_properties("remotingBusyPollMicros=-5\n").unwrap_err();
         assert!(e.to_string().contains("remotingBusyPollMicros"), "{e}");
+    }
+
+    #[test]
+    fn bind_address_defaults_to_every_interface() {
+        assert_eq!(
+            BrokerConfig::default().bind_address.to_string(),
+            "0.0.0.0",
+            "as Java's NettyServerConfig"
+        );
+        let c = BrokerConfig::from_properties("bindAddress=127.0.0.1\n").unwrap();
+        assert_eq!(c.bind_address.to_string(), "127.0.0.1");
+        let e = BrokerConfig::from_properties("bindAddress=localhost:1\n").unwrap_err();
+        assert!(e.to_string().contains("bindAddress"), "{e}");
     }
 }

@@ -12,7 +12,7 @@
 //!
 //! Nothing here allocates per request; samplers stop on the broker's shutdown token.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -229,15 +229,17 @@ pub fn spawn_log_sampler(
     })
 }
 
-/// Serves `metrics` on `0.0.0.0:port`; `None` when `port` is 0 (metrics off).
+/// Serves `metrics` on `ip:port` (the broker's `bindAddress`); `None` when `port` is 0
+/// (metrics off).
 pub async fn start_endpoint(
+    ip: IpAddr,
     port: u16,
     metrics: Arc<BrokerMetrics>,
     stop: CancellationToken,
 ) -> Result<Option<MetricsServer>, BrokerError> {
     let registry = Arc::new(Registry::new());
     registry.register(metrics);
-    MetricsServer::start_on_port(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port, registry, stop)
+    MetricsServer::start_on_port(ip, port, registry, stop)
         .await
         .map_err(|e| BrokerError::System(e.to_string()))
 }

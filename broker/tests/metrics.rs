@@ -111,7 +111,7 @@ async fn real_ledger_status_reaches_the_gauges() {
     let dir = tempfile::tempdir().unwrap();
     let (port, ledger_port, metrics_port) = (free_port(), free_port(), free_port());
     let text = format!(
-        "brokerClusterName=TestCluster\nbrokerName=b0\nbrokerIP1=127.0.0.1\nlistenPort={port}\n\
+        "brokerClusterName=TestCluster\nbrokerName=b0\nbrokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nlistenPort={port}\n\
          storePathRootDir={}\nenableDLegerCommitLog=true\ndLegerGroup=b0\ndLegerSelfId=n0\n\
          dLegerPeers=n0-127.0.0.1:{ledger_port}\nmetricsPort={metrics_port}\n",
         dir.path().display()

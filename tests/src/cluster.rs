@@ -55,9 +55,9 @@ fn take_if_free(p: u16) -> bool {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let handed = handed.get_or_insert_with(Default::default);
-    // The wildcard address: brokers bind their listen and VIP ports on 0.0.0.0, which fails
-    // when any address holds the port.
-    if handed.contains(&p) || std::net::TcpListener::bind(("0.0.0.0", p)).is_err() {
+    // Loopback, where every member listens (`bindAddress=127.0.0.1`); a wildcard listener
+    // elsewhere on the port makes this fail too.
+    if handed.contains(&p) || std::net::TcpListener::bind(("127.0.0.1", p)).is_err() {
         return false;
     }
     handed.insert(p);
@@ -265,7 +265,7 @@ impl Group {
             std::fs::create_dir_all(&dir).unwrap();
             let conf = dir.join("broker.conf");
             let text = format!(
-                "brokerClusterName = RaftCluster\nbrokerName={name}\nlistenPort={port}\nnamesrvAddr={namesrv}\nstorePathRootDir={}\nstorePathCommitLog={}/commitlog\nenableDLegerCommitLog=true\ndLegerGroup={name}\ndLegerPeers={}\n## must be unique\ndLegerSelfId=n{i}\nsendMessageThreadPoolNums=16\nbrokerIP1=127.0.0.1\nregisterNameServerPeriod=1000\n{SMALL_FILES}{extra}\n",
+                "brokerClusterName = RaftCluster\nbrokerName={name}\nlistenPort={port}\nnamesrvAddr={namesrv}\nstorePathRootDir={}\nstorePathCommitLog={}/commitlog\nenableDLegerCommitLog=true\ndLegerGroup={name}\ndLegerPeers={}\n## must be unique\ndLegerSelfId=n{i}\nsendMessageThreadPoolNums=16\nbrokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nregisterNameServerPeriod=1000\n{SMALL_FILES}{extra}\n",
                 dir.display(),
                 dir.display(),
                 peers.join(";")

@@ -223,7 +223,7 @@ impl Cluster {
             std::fs::create_dir_all(&root).unwrap();
             let conf = dir.path().join(format!("broker-n{i}.conf"));
             let text = format!(
-                "brokerClusterName=FoCluster\nbrokerName={GROUP}\nbrokerIP1=127.0.0.1\nlistenPort={port}\n\
+                "brokerClusterName=FoCluster\nbrokerName={GROUP}\nbrokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nlistenPort={port}\n\
                  namesrvAddr={namesrv}\nstorePathRootDir={}\nenableDLegerCommitLog=true\n\
                  dLegerGroup={GROUP}\ndLegerPeers={peers}\ndLegerSelfId=n{i}\n\
                  dLedgerHeartBeatTimeIntervalMs=300\ndLedgerMaxHeartBeatLeak=3\n\

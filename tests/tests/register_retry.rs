@@ -49,7 +49,7 @@ async fn failed_master_registration_is_retried_before_the_next_period() {
     let dir = tempfile::tempdir().unwrap();
     let port = tests::cluster::free_listen_port();
     let cfg = BrokerConfig::from_properties(&format!(
-        "brokerClusterName=FoCluster\nbrokerName={GROUP}\nbrokerIP1=127.0.0.1\nlistenPort={port}\n\
+        "brokerClusterName=FoCluster\nbrokerName={GROUP}\nbrokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nlistenPort={port}\n\
          namesrvAddr={ns_addr}\nstorePathRootDir={}\nenableDLegerCommitLog=true\n\
          dLegerGroup={GROUP}\ndLegerSelfId=n0\ndLegerPeers=n0-127.0.0.1:1\n\
          registerNameServerPeriod={}\n",

@@ -157,7 +157,7 @@ impl Cluster {
                     "brokerClusterName = {CLUSTER}\nbrokerName={GROUP}\nlistenPort={}\nnamesrvAddr={namesrv}\n\
                      storePathRootDir={}\nstorePathCommitLog={}/commitlog\nenableDLegerCommitLog=true\n\
                      dLegerGroup={GROUP}\ndLegerPeers={peers}\ndLegerSelfId={id}\nsendMessageThreadPoolNums=4\n\
-                     brokerIP1=127.0.0.1\nmappedFileSizeCommitLog=67108864\n",
+                     brokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nmappedFileSizeCommitLog=67108864\n",
                     listen[i],
                     store.display(),
                     store.display()

@@ -35,7 +35,7 @@ pub struct Harness {
 
 pub fn config(dir: &std::path::Path, port: u16) -> BrokerConfig {
     let text = format!(
-        "brokerClusterName=TestCluster\nbrokerName=b0\nbrokerIP1=127.0.0.1\nlistenPort={port}\nstorePathRootDir={}\nenableDLegerCommitLog=true\ndLegerGroup=b0\ndLegerSelfId=n0\ndLegerPeers=n0-127.0.0.1:1\nmaxMessageSize=65536\n",
+        "brokerClusterName=TestCluster\nbrokerName=b0\nbrokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nlistenPort={port}\nstorePathRootDir={}\nenableDLegerCommitLog=true\ndLegerGroup=b0\ndLegerSelfId=n0\ndLegerPeers=n0-127.0.0.1:1\nmaxMessageSize=65536\n",
         dir.display()
     );
     BrokerConfig::from_properties(&text).unwrap()

@@ -14,7 +14,8 @@
 //! senders on one thread of their own (see [`run_senders`]), so the client spends as little
 //! CPU as it can on the cores it shares with the brokers.
 //!
-//! usage: broker_bench [SECONDS]   (default 5 per phase)
+//! usage: broker_bench [SECONDS]   (default 5 per phase; BROKER_BENCH_BUSY_POLL_US=N turns on
+//! busy polling of every member's connections, brokers and baseline alike)
 //! Uses `it-mqbroker` / `it-mqnamesrv` next to this executable (`cargo build -p tests --bins`).
 
 use std::net::SocketAddr;
@@ -131,6 +132,17 @@ fn current_leader(ledgers: &[Ledger]) -> Option<Ledger> {
         .cloned()
 }
 
+/// `BROKER_BENCH_BUSY_POLL_US` (default 0): busy polling of the members' connections, the
+/// same on both sides (brokers: `remotingBusyPollMicros` and `dLedgerBusyPollMicros`; the
+/// in-process ledger: `LedgerOptions::busy_poll`).
+fn busy_poll() -> Duration {
+    let us = std::env::var("BROKER_BENCH_BUSY_POLL_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    Duration::from_micros(us)
+}
+
 async fn ledger_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<Phase> {
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let peers: Vec<(String, SocketAddr)> = ports
@@ -147,6 +159,7 @@ async fn ledger_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<Phase> 
             dir.join(format!("ledger-n{i}")),
         );
         o.store.data_segment_bytes = 64 << 20;
+        o.busy_poll = busy_poll();
         ledgers.push(Ledger::start(o).await?);
     }
     let ledgers = Arc::new(ledgers);
@@ -280,7 +293,13 @@ async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase,
         namesrv: bin_dir.join("it-mqnamesrv"),
     };
     let ns = NameSrv::start(&bins, dir);
-    let _g = Group::start(&bins, "BenchNode", ns.addr, dir, 3, "");
+    let us = busy_poll().as_micros();
+    let extra = if us > 0 {
+        format!("remotingBusyPollMicros={us}\ndLedgerBusyPollMicros={us}\n")
+    } else {
+        String::new()
+    };
+    let _g = Group::start(&bins, "BenchNode", ns.addr, dir, 3, &extra);
     let c = Client::new(ns.addr);
     let body = vec![b'x'; BODY];
     // Create the topic and warm up connections and routes. On a loaded machine the first
