@@ -661,22 +661,10 @@ mod tests {
     use super::*;
 
     fn fields<'a>(body: &'a [u8], queue_offset: i64) -> RecordFields<'a> {
-        let host: SocketAddr = "127.0.0.1:10911".parse().unwrap();
         RecordFields {
             queue_id: 3,
-            flag: 0,
             queue_offset,
-            physical_offset: 0,
-            sys_flag: 0,
-            born_timestamp: 1,
-            born_host: host,
-            store_timestamp: 2,
-            store_host: host,
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body,
-            topic: "T",
-            properties: b"TAGS\x01a\x02",
+            ..crate::store::test_support::record_fields("T", body, b"TAGS\x01a\x02")
         }
     }
 

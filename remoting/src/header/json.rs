@@ -13,6 +13,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visi
 use crate::code::LanguageCode;
 use crate::command::{ExtFields, RemotingCommand};
 use crate::error::WireHeaderError;
+use crate::header::HeaderKey as Key;
 use crate::header::{json_fast, scan};
 
 /// Writes the header JSON of `cmd` into `dst`.
@@ -269,17 +270,6 @@ pub(crate) fn decode_general(bytes: &[u8]) -> Result<RemotingCommand, WireHeader
     Ok(cmd)
 }
 
-enum Key {
-    Code,
-    Language,
-    Version,
-    Opaque,
-    Flag,
-    Remark,
-    ExtFields,
-    Other,
-}
-
 impl<'de> de::Deserialize<'de> for Key {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct KeyVisitor;
@@ -289,16 +279,7 @@ impl<'de> de::Deserialize<'de> for Key {
                 f.write_str("a header key")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
-                Ok(match v {
-                    "code" => Key::Code,
-                    "language" => Key::Language,
-                    "version" => Key::Version,
-                    "opaque" => Key::Opaque,
-                    "flag" => Key::Flag,
-                    "remark" => Key::Remark,
-                    "extFields" => Key::ExtFields,
-                    _ => Key::Other,
-                })
+                Ok(Key::of(v))
             }
         }
         d.deserialize_identifier(KeyVisitor)

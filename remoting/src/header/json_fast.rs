@@ -21,17 +21,7 @@ use crate::command::RemotingCommand;
 use crate::ext_fields::{ExtFieldsBuf, Span};
 use crate::header::scan;
 
-/// A top-level key the header cares about.
-enum Key {
-    Code,
-    Language,
-    Version,
-    Opaque,
-    Flag,
-    Remark,
-    ExtFields,
-    Other,
-}
+use crate::header::HeaderKey as Key;
 
 /// Parses the common header shape; `None` means "use the general parser".
 pub(crate) fn decode(bytes: &[u8]) -> Option<RemotingCommand> {
@@ -204,16 +194,7 @@ impl<'a> Parser<'a> {
             b'v' if rest.starts_with(b"version\"") => (Key::Version, 7),
             _ => {
                 self.i -= 1;
-                return Some(match &*self.string()? {
-                    "code" => Key::Code,
-                    "language" => Key::Language,
-                    "version" => Key::Version,
-                    "opaque" => Key::Opaque,
-                    "flag" => Key::Flag,
-                    "remark" => Key::Remark,
-                    "extFields" => Key::ExtFields,
-                    _ => Key::Other,
-                });
+                return Some(Key::of(&self.string()?));
             }
         };
         self.i += len + 1;
