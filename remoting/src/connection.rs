@@ -272,16 +272,34 @@ impl ConnectionHandle {
         deadline: Option<Instant>,
         timeout: Duration,
     ) -> Result<(), RemotingError> {
+        // Room in the queue is the usual case: no timer, no waiting.
+        if self.try_queue(cmd)? {
+            return Ok(());
+        }
+        self.queue_when_room(cmd, deadline, timeout).await
+    }
+
+    /// Encodes `cmd` into the outbox if there is room now: true when queued, false when the
+    /// outbox is full (nothing written).
+    fn try_queue(&self, cmd: &RemotingCommand) -> Result<bool, RemotingError> {
         if self.is_closed() {
             return Err(self.closed_error());
         }
-        // Room in the queue is the usual case: no timer, no waiting.
         match self.shared.outbox.try_push(cmd) {
-            Push::Queued => return Ok(()),
-            Push::Closed => return Err(self.closed_error()),
-            Push::Encode(e) => return Err(e.into()),
-            Push::Full => {}
+            Push::Queued => Ok(true),
+            Push::Full => Ok(false),
+            Push::Closed => Err(self.closed_error()),
+            Push::Encode(e) => Err(e.into()),
         }
+    }
+
+    /// The waiting half of [`ConnectionHandle::push`]: queues `cmd` once there is room.
+    async fn queue_when_room(
+        &self,
+        cmd: &RemotingCommand,
+        deadline: Option<Instant>,
+        timeout: Duration,
+    ) -> Result<(), RemotingError> {
         self.shared
             .outbox
             .push(cmd, deadline)
@@ -334,20 +352,13 @@ impl ConnectionHandle {
             opaque,
             armed: true,
         };
-        // Checked after inserting: `close` cancels before clearing the map.
-        if self.is_closed() {
-            return Err(self.closed_error());
+        // Encoded right here, from the caller's task, into the connection's outbox. Closing
+        // is checked after inserting: `close` cancels before clearing the map.
+        let mut same_poll = self.try_queue(&request)?;
+        if !same_poll {
+            self.queue_when_room(&request, Some(deadline), timeout)
+                .await?;
         }
-        // Encoded right here, from the caller's task, into the connection's outbox.
-        let mut same_poll = match self.shared.outbox.try_push(&request) {
-            Push::Queued => true,
-            Push::Closed => return Err(self.closed_error()),
-            Push::Encode(e) => return Err(e.into()),
-            Push::Full => {
-                self.push(&request, Some(deadline), timeout).await?;
-                false
-            }
-        };
         drop(request);
         // No timer here: the connection's sweeper drops the waiter at its deadline. A
         // response that came meanwhile woke the registered waker, so this task is polled
