@@ -34,8 +34,7 @@ pub fn next_registration_delay(period: Duration, consecutive_failures: u32) -> D
     if consecutive_failures == 0 {
         return period;
     }
-    let factor = 1u32 << consecutive_failures.saturating_sub(1).min(16);
-    RETRY_FIRST.saturating_mul(factor).min(period)
+    remoting::backoff_delay(RETRY_FIRST, period, consecutive_failures)
 }
 
 /// The name-server addresses of `namesrvAddr`.

@@ -46,6 +46,14 @@ impl Default for ClientConfig {
     }
 }
 
+/// The wait after the `failures`-th failure in a row (1 and up): `first`, doubled per further
+/// failure (at most 2^16 times), never above `cap`. Reconnects use it, and so does the
+/// broker's re-registration with its name servers.
+pub fn backoff_delay(first: Duration, cap: Duration, failures: u32) -> Duration {
+    let factor = 1u32 << failures.saturating_sub(1).min(16);
+    first.saturating_mul(factor).min(cap)
+}
+
 #[derive(Default)]
 struct SlotState {
     conn: Option<ConnectionHandle>,
@@ -172,8 +180,11 @@ impl RemotingClient {
             Err(reason) => {
                 st.conn = None;
                 st.failures = st.failures.saturating_add(1);
-                let factor = 1u32 << (st.failures - 1).min(16);
-                let wait = (cfg.reconnect_backoff_min * factor).min(cfg.reconnect_backoff_max);
+                let wait = backoff_delay(
+                    cfg.reconnect_backoff_min,
+                    cfg.reconnect_backoff_max,
+                    st.failures,
+                );
                 st.retry_at = Some(Instant::now() + wait);
                 tracing::debug!(%addr, %reason, ?wait, "connect failed");
                 Err(RemotingError::ConnectFailed { addr, reason })

@@ -112,7 +112,7 @@ pub mod processor;
 pub mod server;
 mod waiters;
 
-pub use client::{ClientConfig, RemotingClient};
+pub use client::{backoff_delay, ClientConfig, RemotingClient};
 pub use code::{LanguageCode, RequestCode, ResponseCode};
 pub use codec::RemotingCodec;
 pub use command::{ExtFields, RemotingCommand, DEFAULT_VERSION, FLAG_ONEWAY, FLAG_RESPONSE};
