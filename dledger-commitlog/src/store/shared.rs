@@ -166,20 +166,8 @@ impl Shared {
         index: Index,
         f: impl FnOnce(EntryRef<'_>) -> R,
     ) -> Result<R, StoreError> {
-        let ie = self.index_entry(index)?;
-        let mismatch = StoreError::IndexDataMismatch { index, pos: ie.pos };
-        let Some(seg) = self.data.find(ie.pos.0) else {
-            return Err(mismatch);
-        };
-        let header = checked_header(&seg, ie.pos).map_err(|e| match e {
-            StoreError::PosOutOfRange { .. } => {
-                StoreError::IndexDataMismatch { index, pos: ie.pos }
-            }
-            other => other,
-        })?;
-        if header.index != index || header.term != ie.term || header.size != ie.size {
-            return Err(mismatch);
-        }
+        let (ie, seg, header) = self.locate(index)?;
+        check_agrees(index, &ie, header.index, header.term, header.size)?;
         let off = ie.pos.0 - seg.start();
         seg.with_slice(off + HEADER_BYTES as u64, header.body_len(), |body| {
             f(EntryRef {
@@ -193,18 +181,41 @@ impl Shared {
 
     /// Reads entry `index` through the index and checks that both agree.
     pub(crate) fn entry(&self, index: Index) -> Result<StoredEntry, StoreError> {
-        let ie = self.index_entry(index)?;
-        let e = self.entry_at(ie.pos).map_err(|e| match e {
-            StoreError::PosOutOfRange { .. } => {
-                StoreError::IndexDataMismatch { index, pos: ie.pos }
-            }
-            other => other,
-        })?;
-        if e.index != index || e.term != ie.term || e.size() != ie.size {
-            return Err(StoreError::IndexDataMismatch { index, pos: ie.pos });
-        }
+        let (ie, seg, header) = self.locate(index)?;
+        let e = read_body(&seg, header)?;
+        check_agrees(index, &ie, e.index, e.term, e.size())?;
         Ok(e)
     }
+
+    /// Entry `index`'s index entry, data file and checked header; a position the data does
+    /// not hold is an `IndexDataMismatch`.
+    fn locate(&self, index: Index) -> Result<(IndexEntry, Arc<Segment>, EntryHeader), StoreError> {
+        let ie = self.index_entry(index)?;
+        let mismatch = StoreError::IndexDataMismatch { index, pos: ie.pos };
+        let Some(seg) = self.data.find(ie.pos.0) else {
+            return Err(mismatch);
+        };
+        let header = checked_header(&seg, ie.pos).map_err(|e| match e {
+            StoreError::PosOutOfRange { .. } => mismatch,
+            other => other,
+        })?;
+        Ok((ie, seg, header))
+    }
+}
+
+/// `IndexDataMismatch` unless the entry found for `index` (its index, term and size) is the
+/// one its index entry names.
+fn check_agrees(
+    index: Index,
+    ie: &IndexEntry,
+    found: Index,
+    term: Term,
+    size: u32,
+) -> Result<(), StoreError> {
+    if found != index || term != ie.term || size != ie.size {
+        return Err(StoreError::IndexDataMismatch { index, pos: ie.pos });
+    }
+    Ok(())
 }
 
 /// Decodes the header of the entry of `seg` at absolute `pos` and checks that it names `pos`
@@ -240,16 +251,22 @@ fn checked_header(seg: &Arc<Segment>, pos: Pos) -> Result<EntryHeader, StoreErro
 
 /// Reads and verifies one entry of `seg` at absolute `pos`.
 pub(crate) fn read_entry(seg: &Arc<Segment>, pos: Pos) -> Result<StoredEntry, StoreError> {
+    let header = checked_header(seg, pos)?;
+    read_body(seg, header)
+}
+
+/// Copies and verifies the body of the entry whose checked header (see [`checked_header`])
+/// is `header`.
+fn read_body(seg: &Arc<Segment>, header: EntryHeader) -> Result<StoredEntry, StoreError> {
+    let pos = header.pos;
     let off = pos.0 - seg.start();
     let corrupt = |source| StoreError::Corrupt {
         file: seg.name(),
         pos,
         source,
     };
-    let header = checked_header(seg, pos)?;
-    let body_len = header.body_len();
     let body = seg
-        .with_slice(off + HEADER_BYTES as u64, body_len, |b| {
+        .with_slice(off + HEADER_BYTES as u64, header.body_len(), |b| {
             verify_body(&header, b).map(|()| Bytes::copy_from_slice(b))
         })
         .map_err(|e| StoreError::io("read", seg.name(), e))?
