@@ -92,11 +92,8 @@ pub fn main() -> Result<(), String> {
     if !cfg.enable_dleger_commit_log {
         return Err("only DLedger mode is supported: set enableDLegerCommitLog=true".into());
     }
-    let threads = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .max(2);
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
+        .worker_threads(cfg.worker_threads())
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;

@@ -162,6 +162,11 @@ pub struct BrokerConfig {
     /// broker sharing its cores with other processes; a broker with cores to itself can trade
     /// idle CPU for fewer thread wake-ups. The DLedger peers have `dLedgerBusyPollMicros`.
     pub remoting_busy_poll_micros: u64,
+    /// `runtimeWorkerThreads` (ours): worker threads of the broker's async runtime, which
+    /// runs the client connections, the processors and the DLedger member. 0 (the default):
+    /// one per core, at least two. Several brokers sharing a host's cores each do better with
+    /// fewer (every extra thread is another one to park and wake on cores that are taken).
+    pub runtime_worker_threads: usize,
 }
 
 fn default_root() -> PathBuf {
@@ -255,6 +260,7 @@ impl Default for BrokerConfig {
             extra: BTreeMap::new(),
             metrics_port: 0,
             remoting_busy_poll_micros: 0,
+            runtime_worker_threads: 0,
         }
     }
 }
@@ -443,6 +449,17 @@ pub const ROLE_SERVICE_KEYS: &[&str] = &[
 ];
 
 impl BrokerConfig {
+    /// Worker threads the broker's runtime gets: `runtimeWorkerThreads`, or one per core (at
+    /// least two) when it is 0.
+    pub fn worker_threads(&self) -> usize {
+        if self.runtime_worker_threads > 0 {
+            return self.runtime_worker_threads;
+        }
+        std::thread::available_parallelism()
+            .map_or(2, |n| n.get())
+            .max(2)
+    }
+
     /// Reads and validates a properties file.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
@@ -496,6 +513,7 @@ impl BrokerConfig {
             "listenPort" => self.listen_port = parse_num(key, v)?,
             "metricsPort" => self.metrics_port = parse_num(key, v)?,
             "remotingBusyPollMicros" => self.remoting_busy_poll_micros = parse_num(key, v)?,
+            "runtimeWorkerThreads" => self.runtime_worker_threads = parse_num(key, v)?,
             "namesrvAddr" => self.namesrv_addr = opt(v),
             "storePathRootDir" => self.store_path_root_dir = PathBuf::from(v),
             "storePathCommitLog" => self.store_path_commit_log = PathBuf::from(v),
@@ -856,6 +874,19 @@ mod tests {
         assert!(c.extra.is_empty(), "a known key");
         let e = BrokerConfig::from_properties("remotingBusyPollMicros=-5\n").unwrap_err();
         assert!(e.to_string().contains("remotingBusyPollMicros"), "{e}");
+    }
+
+    #[test]
+    fn runtime_worker_threads_default_to_one_per_core() {
+        let d = BrokerConfig::default();
+        assert_eq!(d.runtime_worker_threads, 0);
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        assert_eq!(d.worker_threads(), cores.max(2));
+        let c = BrokerConfig::from_properties("runtimeWorkerThreads=1\n").unwrap();
+        assert_eq!(c.worker_threads(), 1);
+        assert!(c.extra.is_empty(), "a known key");
+        let e = BrokerConfig::from_properties("runtimeWorkerThreads=-1\n").unwrap_err();
+        assert!(e.to_string().contains("runtimeWorkerThreads"), "{e}");
     }
 
     #[test]

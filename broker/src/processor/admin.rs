@@ -238,6 +238,7 @@ pub async fn get_broker_config(
         format!("brokerIP2={}", c.broker_ip2),
         format!("listenPort={}", c.listen_port),
         format!("bindAddress={}", c.bind_address),
+        format!("runtimeWorkerThreads={}", c.worker_threads()),
         format!("storePathRootDir={}", c.store_path_root_dir.display()),
         format!("enableDLegerCommitLog={}", c.enable_dleger_commit_log),
         format!("autoCreateTopicEnable={}", c.auto_create_topic_enable),

@@ -1,22 +1,26 @@
 //! Producer throughput and latency through the broker against a 3-node DLedger group
-//! (1 KiB bodies, 64 concurrent senders), with the raw `Ledger::propose` rate of an
-//! in-process 3-node group measured in the same run as the baseline.
+//! (1 KiB bodies, 64 concurrent senders), with the raw `Ledger::propose` rate measured in the
+//! same run as the baseline, in two layouts: three `ledger_node` processes laid out like the
+//! brokers (one process per member, the broker's runtime shape, the proposers in the leader's
+//! process), and three members in this process (one runtime for all of them).
 //!
 //! Same shape on both sides: 3 members, the same flush mode (the defaults: ASYNC_FLUSH),
 //! 64 concurrent writers, 64 MiB data segments, and ledger entries exactly as large as the
 //! records the broker stores for the benchmark's messages (encoded with the broker's own
-//! record encoder). The ledger is measured before and after the broker phase and the ratio
-//! uses the mean, so load from other processes on the machine affects both sides alike.
-//! CPU time per message (from /proc) is printed for both sides: it does not depend on how
-//! much of the machine the run got.
+//! record encoder). Each baseline is measured before and after the broker phase (in mirrored
+//! order) and its ratio uses the mean, so load from other processes on the machine affects
+//! both sides alike. CPU time per message (from /proc) is printed for both sides: it does not
+//! depend on how much of the machine the run got.
 //!
 //! The load generator builds each sender's request once and clones it per send, and runs its
 //! senders on one thread of their own (see [`run_senders`]), so the client spends as little
 //! CPU as it can on the cores it shares with the brokers.
 //!
 //! usage: broker_bench [SECONDS]   (default 5 per phase; BROKER_BENCH_BUSY_POLL_US=N turns on
-//! busy polling of every member's connections, brokers and baseline alike)
-//! Uses `it-mqbroker` / `it-mqnamesrv` next to this executable (`cargo build -p tests --bins`).
+//! busy polling of every member's connections, and BROKER_BENCH_WORKERS=N sets every member
+//! process's runtime worker threads, brokers and `ledger_node` baseline alike)
+//! Uses `it-mqbroker`, `it-mqnamesrv` and `ledger_node` next to this executable
+//! (`cargo build --release -p tests --bins`).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -143,6 +147,17 @@ fn busy_poll() -> Duration {
     Duration::from_micros(us)
 }
 
+/// `BROKER_BENCH_WORKERS` (default 0: the product default, one per core): runtime worker
+/// threads of every member process, the same on both sides (brokers: `runtimeWorkerThreads`;
+/// the `ledger_node` processes: `LEDGER_NODE_WORKERS`). The in-process group keeps the
+/// bench's own runtime.
+fn worker_threads() -> usize {
+    std::env::var("BROKER_BENCH_WORKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 async fn ledger_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<Phase> {
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let peers: Vec<(String, SocketAddr)> = ports
@@ -212,6 +227,113 @@ async fn ledger_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<Phase> 
     Ok(Phase {
         rate: n as f64 / el,
         cpu_per_msg: cpu / (n.max(1) as f64),
+        client_cpu_per_msg: 0.0,
+    })
+}
+
+/// The `ledger_node` members of a 3-process group; killed when dropped.
+struct LedgerProcesses {
+    children: Vec<std::process::Child>,
+    /// Each member's last reported count of committed proposals.
+    done: Vec<Arc<AtomicU64>>,
+}
+
+impl LedgerProcesses {
+    fn start(dir: &std::path::Path, entry_bytes: usize) -> anyhow::Result<LedgerProcesses> {
+        use std::io::BufRead;
+        let exe = std::env::current_exe()?;
+        let node = exe
+            .parent()
+            .ok_or_else(|| anyhow::anyhow!("no exe dir"))?
+            .join("ledger_node");
+        let peers = (0..3)
+            .map(|i| format!("n{i}-127.0.0.1:{}", free_port()))
+            .collect::<Vec<_>>()
+            .join(";");
+        let mut group = LedgerProcesses {
+            children: Vec::new(),
+            done: Vec::new(),
+        };
+        for i in 0..3 {
+            let mut child = std::process::Command::new(&node)
+                .args([
+                    format!("n{i}"),
+                    peers.clone(),
+                    dir.join(format!("n{i}")).display().to_string(),
+                    SENDERS.to_string(),
+                    entry_bytes.to_string(),
+                ])
+                .env(
+                    "LEDGER_NODE_BUSY_POLL_US",
+                    busy_poll().as_micros().to_string(),
+                )
+                .env("LEDGER_NODE_WORKERS", worker_threads().to_string())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", node.display()))?;
+            let out = child
+                .stdout
+                .take()
+                .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+            let done = Arc::new(AtomicU64::new(0));
+            let d = done.clone();
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(out).lines() {
+                    let Ok(line) = line else { break };
+                    if let Some(n) = line.strip_prefix("done ").and_then(|n| n.parse().ok()) {
+                        d.store(n, Ordering::Relaxed);
+                    }
+                }
+            });
+            group.children.push(child);
+            group.done.push(done);
+        }
+        Ok(group)
+    }
+
+    fn committed(&self) -> u64 {
+        self.done.iter().map(|d| d.load(Ordering::Relaxed)).sum()
+    }
+
+    fn cpu_seconds(&self) -> f64 {
+        self.children.iter().map(|c| cpu_seconds(c.id())).sum()
+    }
+}
+
+impl Drop for LedgerProcesses {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The raw propose rate of a ledger-only group laid out like the brokers: three
+/// `ledger_node` processes, the proposers in the leader's.
+async fn ledger_processes_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<Phase> {
+    let entry = stored_record_like_broker()?.len();
+    let group = LedgerProcesses::start(dir, entry)?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while group.committed() == 0 {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the ledger processes commit nothing"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Same warm-up as the other phases.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (n0, cpu0) = (group.committed(), group.cpu_seconds());
+    let t0 = Instant::now();
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    let (n1, cpu1) = (group.committed(), group.cpu_seconds());
+    let el = t0.elapsed().as_secs_f64();
+    drop(group);
+    let n = n1.saturating_sub(n0);
+    Ok(Phase {
+        rate: n as f64 / el,
+        cpu_per_msg: (cpu1 - cpu0) / (n.max(1) as f64),
         client_cpu_per_msg: 0.0,
     })
 }
@@ -294,11 +416,15 @@ async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase,
     };
     let ns = NameSrv::start(&bins, dir);
     let us = busy_poll().as_micros();
-    let extra = if us > 0 {
+    let mut extra = if us > 0 {
         format!("remotingBusyPollMicros={us}\ndLedgerBusyPollMicros={us}\n")
     } else {
         String::new()
     };
+    let workers = worker_threads();
+    if workers > 0 {
+        extra.push_str(&format!("runtimeWorkerThreads={workers}\n"));
+    }
     let _g = Group::start(&bins, "BenchNode", ns.addr, dir, 3, &extra);
     let c = Client::new(ns.addr);
     let body = vec![b'x'; BODY];
@@ -389,18 +515,29 @@ async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase,
 async fn main() -> anyhow::Result<()> {
     let secs: u64 = std::env::args().nth(1).map_or(Ok(5), |s| s.parse())?;
     let dir = tempfile::tempdir()?;
-    for sub in ["ledger-before", "broker", "ledger-after"] {
-        std::fs::create_dir_all(dir.path().join(sub))?;
-    }
     let entry = stored_record_like_broker()?.len();
     let us = |s: f64| s * 1e6;
-    let before = ledger_rate(secs, &dir.path().join("ledger-before")).await?;
+    let phase_dir = |name: &str| -> anyhow::Result<std::path::PathBuf> {
+        let d = dir.path().join(name);
+        std::fs::create_dir_all(&d)?;
+        Ok(d)
+    };
+    // The baselines run before and after the broker phase, in mirrored order, and each ratio
+    // uses the mean of its two runs, so load from other processes on the machine and the
+    // page cache the phases leave behind affect both sides alike.
+    let inproc_before = ledger_rate(secs, &phase_dir("inproc-before")?).await?;
     println!(
-        "raw ledger propose (before): {:.0} entries/s ({SENDERS} proposers, {entry} B entries, 3 members in-process); CPU {:.1} us/entry",
-        before.rate,
-        us(before.cpu_per_msg)
+        "raw ledger propose, 3 members in one process (before): {:.0} entries/s ({SENDERS} proposers, {entry} B entries); CPU {:.1} us/entry",
+        inproc_before.rate,
+        us(inproc_before.cpu_per_msg)
     );
-    let (b, mut lat) = broker_rate(secs, &dir.path().join("broker")).await?;
+    let procs_before = ledger_processes_rate(secs, &phase_dir("procs-before")?).await?;
+    println!(
+        "raw ledger propose, 3 member processes (before): {:.0} entries/s; CPU {:.1} us/entry",
+        procs_before.rate,
+        us(procs_before.cpu_per_msg)
+    );
+    let (b, mut lat) = broker_rate(secs, &phase_dir("broker")?).await?;
     let (p50, p99, p999) = (
         percentile(&mut lat, 0.5),
         percentile(&mut lat, 0.99),
@@ -412,18 +549,33 @@ async fn main() -> anyhow::Result<()> {
         us(b.cpu_per_msg),
         us(b.client_cpu_per_msg)
     );
-    let after = ledger_rate(secs, &dir.path().join("ledger-after")).await?;
+    let procs_after = ledger_processes_rate(secs, &phase_dir("procs-after")?).await?;
     println!(
-        "raw ledger propose (after): {:.0} entries/s; CPU {:.1} us/entry",
-        after.rate,
-        us(after.cpu_per_msg)
+        "raw ledger propose, 3 member processes (after): {:.0} entries/s; CPU {:.1} us/entry",
+        procs_after.rate,
+        us(procs_after.cpu_per_msg)
     );
-    let raw = (before.rate + after.rate) / 2.0;
-    let raw_cpu = (before.cpu_per_msg + after.cpu_per_msg) / 2.0;
+    let inproc_after = ledger_rate(secs, &phase_dir("inproc-after")?).await?;
     println!(
-        "ratio broker/ledger = {:.2} (goal >= 0.70; against the mean ledger rate {raw:.0}/s); CPU per message ledger/broker = {:.2}",
-        b.rate / raw,
-        raw_cpu / b.cpu_per_msg.max(f64::MIN_POSITIVE)
+        "raw ledger propose, 3 members in one process (after): {:.0} entries/s; CPU {:.1} us/entry",
+        inproc_after.rate,
+        us(inproc_after.cpu_per_msg)
     );
+    for (name, before, after) in [
+        (
+            "3 member processes (same layout as the brokers)",
+            &procs_before,
+            &procs_after,
+        ),
+        ("3 members in one process", &inproc_before, &inproc_after),
+    ] {
+        let raw = (before.rate + after.rate) / 2.0;
+        let raw_cpu = (before.cpu_per_msg + after.cpu_per_msg) / 2.0;
+        println!(
+            "ratio broker/ledger vs {name}: {:.2} (goal >= 0.70; mean ledger rate {raw:.0}/s); CPU per message ledger/broker = {:.2}",
+            b.rate / raw,
+            raw_cpu / b.cpu_per_msg.max(f64::MIN_POSITIVE)
+        );
+    }
     Ok(())
 }
