@@ -63,6 +63,17 @@ pid_alive() {
     tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "$name"
 }
 
+# started_alive FILE: the pid in FILE, a child this run just started, has not exited. Only
+# whether it runs: right after `nohup ... &` the child may not have exec'd its program yet
+# (its command line is still this script's), which pid_alive would take for an exit.
+started_alive() {
+    local pid
+    pid="$(cat "$1" 2>/dev/null || true)"
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+    # An exited child not yet reaped is a zombie (state Z after the command name).
+    [ "$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -c1)" != Z ]
+}
+
 port_in_use() {
     (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
@@ -183,7 +194,7 @@ start_all() {
     echo $! >"$RUN/namesrv.pid"
     for _ in $(seq 1 100); do
         grep -q "boot success" "$RUN/namesrv.log" 2>/dev/null && break
-        pid_alive "$RUN/namesrv.pid" mqnamesrv || {
+        started_alive "$RUN/namesrv.pid" || {
             echo "ERROR: mqnamesrv exited; see $RUN/namesrv.log" >&2
             tail -n 5 "$RUN/namesrv.log" >&2
             exit 1
@@ -202,7 +213,7 @@ start_all() {
     local ok=0
     for _ in $(seq 1 120); do
         for n in "${NODES[@]}"; do
-            pid_alive "$RUN/broker-$n.pid" mqbroker || {
+            started_alive "$RUN/broker-$n.pid" || {
                 echo "ERROR: broker $n exited; see $RUN/broker-$n.log" >&2
                 tail -n 5 "$RUN/broker-$n.log" >&2
                 exit 1
