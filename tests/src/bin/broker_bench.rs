@@ -522,22 +522,36 @@ async fn main() -> anyhow::Result<()> {
         std::fs::create_dir_all(&d)?;
         Ok(d)
     };
+    // Each phase's files go once it is measured, so every phase takes its page cache from
+    // memory the one before it just gave back (on this kind of VM memory the host has taken
+    // back costs several times more to touch than memory freed a moment ago), instead of the
+    // later phases paying for ever more fresh memory.
+    let done_with = |d: std::path::PathBuf| -> anyhow::Result<()> {
+        std::fs::remove_dir_all(&d)?;
+        Ok(())
+    };
     // The baselines run before and after the broker phase, in mirrored order, and each ratio
-    // uses the mean of its two runs, so load from other processes on the machine and the
-    // page cache the phases leave behind affect both sides alike.
-    let inproc_before = ledger_rate(secs, &phase_dir("inproc-before")?).await?;
+    // uses the mean of its two runs, so load from other processes on the machine affects
+    // both sides alike.
+    let d = phase_dir("inproc-before")?;
+    let inproc_before = ledger_rate(secs, &d).await?;
+    done_with(d)?;
     println!(
         "raw ledger propose, 3 members in one process (before): {:.0} entries/s ({SENDERS} proposers, {entry} B entries); CPU {:.1} us/entry",
         inproc_before.rate,
         us(inproc_before.cpu_per_msg)
     );
-    let procs_before = ledger_processes_rate(secs, &phase_dir("procs-before")?).await?;
+    let d = phase_dir("procs-before")?;
+    let procs_before = ledger_processes_rate(secs, &d).await?;
+    done_with(d)?;
     println!(
         "raw ledger propose, 3 member processes (before): {:.0} entries/s; CPU {:.1} us/entry",
         procs_before.rate,
         us(procs_before.cpu_per_msg)
     );
-    let (b, mut lat) = broker_rate(secs, &phase_dir("broker")?).await?;
+    let d = phase_dir("broker")?;
+    let (b, mut lat) = broker_rate(secs, &d).await?;
+    done_with(d)?;
     let (p50, p99, p999) = (
         percentile(&mut lat, 0.5),
         percentile(&mut lat, 0.99),
@@ -549,13 +563,17 @@ async fn main() -> anyhow::Result<()> {
         us(b.cpu_per_msg),
         us(b.client_cpu_per_msg)
     );
-    let procs_after = ledger_processes_rate(secs, &phase_dir("procs-after")?).await?;
+    let d = phase_dir("procs-after")?;
+    let procs_after = ledger_processes_rate(secs, &d).await?;
+    done_with(d)?;
     println!(
         "raw ledger propose, 3 member processes (after): {:.0} entries/s; CPU {:.1} us/entry",
         procs_after.rate,
         us(procs_after.cpu_per_msg)
     );
-    let inproc_after = ledger_rate(secs, &phase_dir("inproc-after")?).await?;
+    let d = phase_dir("inproc-after")?;
+    let inproc_after = ledger_rate(secs, &d).await?;
+    done_with(d)?;
     println!(
         "raw ledger propose, 3 members in one process (after): {:.0} entries/s; CPU {:.1} us/entry",
         inproc_after.rate,
