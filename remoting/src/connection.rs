@@ -867,10 +867,10 @@ fn queue_response(
 /// Sends a response, waiting for room in the outbox; one that cannot be encoded is replaced
 /// by SYSTEM_ERROR.
 async fn send_response(conn: &ConnectionHandle, meta: RequestMeta, response: RemotingCommand) {
-    let r = match conn.shared.outbox.push(&response, None).await {
+    let r = match conn.shared.outbox.push_after_wait(&response, None).await {
         Err(PushError::Encode(e)) => {
             let fallback = unencodable_response(conn, meta, &e);
-            conn.shared.outbox.push(&fallback, None).await
+            conn.shared.outbox.push_after_wait(&fallback, None).await
         }
         other => other,
     };
