@@ -10,7 +10,8 @@
 //! record encoder). Each baseline is measured before and after the broker phase (in mirrored
 //! order) and its ratio uses the mean, so load from other processes on the machine affects
 //! both sides alike. CPU time per message (from /proc) is printed for both sides: it does not
-//! depend on how much of the machine the run got.
+//! depend on how much of the machine the run got. So is each phase's steal time (CPU time the
+//! hypervisor gave to other guests): a phase with much of it ran on less of the machine.
 //!
 //! The load generator builds each sender's request once and clones it per send, and runs its
 //! senders on one thread of their own (see [`run_senders`]), so the client spends as little
@@ -118,6 +119,37 @@ struct Phase {
     cpu_per_msg: f64,
     /// CPU seconds per message of the load generator (broker phase only).
     client_cpu_per_msg: f64,
+    /// Share of the machine's CPU time the hypervisor gave to others while measuring: a phase
+    /// with much of it ran on less machine than the others (its rate, not its CPU per
+    /// message, suffers).
+    steal: f64,
+}
+
+/// The machine's steal and total CPU time so far (`/proc/stat`, in ticks; zeros if unreadable).
+fn cpu_ticks() -> (u64, u64) {
+    let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
+        return (0, 0);
+    };
+    let Some(line) = stat.lines().next() else {
+        return (0, 0);
+    };
+    // cpu user nice system idle iowait irq softirq steal guest guest_nice
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    (f.get(7).copied().unwrap_or(0), f.iter().sum())
+}
+
+/// Steal share between two [`cpu_ticks`] readings.
+fn steal_between(a: (u64, u64), b: (u64, u64)) -> f64 {
+    let total = b.1.saturating_sub(a.1);
+    if total == 0 {
+        return 0.0;
+    }
+    b.0.saturating_sub(a.0) as f64 / total as f64
 }
 
 fn percentile(v: &mut [u64], p: f64) -> u64 {
@@ -212,11 +244,13 @@ async fn ledger_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<Phase> 
     tokio::time::sleep(Duration::from_millis(300)).await;
     let n0 = done.load(Ordering::Relaxed);
     let cpu0 = cpu_seconds(std::process::id());
+    let ticks0 = cpu_ticks();
     let t0 = Instant::now();
     tokio::time::sleep(Duration::from_secs(secs)).await;
     let n = done.load(Ordering::Relaxed) - n0;
     let cpu = cpu_seconds(std::process::id()) - cpu0;
     let el = t0.elapsed().as_secs_f64();
+    let steal = steal_between(ticks0, cpu_ticks());
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
         let _ = t.await;
@@ -228,6 +262,7 @@ async fn ledger_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<Phase> 
         rate: n as f64 / el,
         cpu_per_msg: cpu / (n.max(1) as f64),
         client_cpu_per_msg: 0.0,
+        steal,
     })
 }
 
@@ -325,16 +360,19 @@ async fn ledger_processes_rate(secs: u64, dir: &std::path::Path) -> anyhow::Resu
     // Same warm-up as the other phases.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (n0, cpu0) = (group.committed(), group.cpu_seconds());
+    let ticks0 = cpu_ticks();
     let t0 = Instant::now();
     tokio::time::sleep(Duration::from_secs(secs)).await;
     let (n1, cpu1) = (group.committed(), group.cpu_seconds());
     let el = t0.elapsed().as_secs_f64();
+    let steal = steal_between(ticks0, cpu_ticks());
     drop(group);
     let n = n1.saturating_sub(n0);
     Ok(Phase {
         rate: n as f64 / el,
         cpu_per_msg: (cpu1 - cpu0) / (n.max(1) as f64),
         client_cpu_per_msg: 0.0,
+        steal,
     })
 }
 
@@ -493,11 +531,13 @@ async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase,
     };
     measuring.store(true, Ordering::Relaxed);
     let (b0, c0) = cpu();
+    let ticks0 = cpu_ticks();
     let t0 = Instant::now();
     tokio::time::sleep(Duration::from_secs(secs)).await;
     measuring.store(false, Ordering::Relaxed);
     let (b1, c1) = cpu();
     let el = t0.elapsed().as_secs_f64();
+    let steal = steal_between(ticks0, cpu_ticks());
     stop.store(true, Ordering::Relaxed);
     let lat = senders.await??;
     let n = lat.len().max(1) as f64;
@@ -506,6 +546,7 @@ async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase,
             rate: lat.len() as f64 / el,
             cpu_per_msg: (b1 - b0) / n,
             client_cpu_per_msg: (c1 - c0) / n,
+            steal,
         },
         lat,
     ))
@@ -537,17 +578,19 @@ async fn main() -> anyhow::Result<()> {
     let inproc_before = ledger_rate(secs, &d).await?;
     done_with(d)?;
     println!(
-        "raw ledger propose, 3 members in one process (before): {:.0} entries/s ({SENDERS} proposers, {entry} B entries); CPU {:.1} us/entry",
+        "raw ledger propose, 3 members in one process (before): {:.0} entries/s ({SENDERS} proposers, {entry} B entries); CPU {:.1} us/entry; steal {:.0}%",
         inproc_before.rate,
-        us(inproc_before.cpu_per_msg)
+        us(inproc_before.cpu_per_msg),
+        inproc_before.steal * 100.0
     );
     let d = phase_dir("procs-before")?;
     let procs_before = ledger_processes_rate(secs, &d).await?;
     done_with(d)?;
     println!(
-        "raw ledger propose, 3 member processes (before): {:.0} entries/s; CPU {:.1} us/entry",
+        "raw ledger propose, 3 member processes (before): {:.0} entries/s; CPU {:.1} us/entry; steal {:.0}%",
         procs_before.rate,
-        us(procs_before.cpu_per_msg)
+        us(procs_before.cpu_per_msg),
+        procs_before.steal * 100.0
     );
     let d = phase_dir("broker")?;
     let (b, mut lat) = broker_rate(secs, &d).await?;
@@ -558,26 +601,29 @@ async fn main() -> anyhow::Result<()> {
         percentile(&mut lat, 0.999),
     );
     println!(
-        "broker send: {:.0} msg/s ({SENDERS} senders, {BODY} B bodies, 3 broker processes); latency p50 {p50} us, p99 {p99} us, p99.9 {p999} us; CPU {:.1} us/msg in the brokers (+{:.1} us/msg in the load generator)",
+        "broker send: {:.0} msg/s ({SENDERS} senders, {BODY} B bodies, 3 broker processes); latency p50 {p50} us, p99 {p99} us, p99.9 {p999} us; CPU {:.1} us/msg in the brokers (+{:.1} us/msg in the load generator); steal {:.0}%",
         b.rate,
         us(b.cpu_per_msg),
-        us(b.client_cpu_per_msg)
+        us(b.client_cpu_per_msg),
+        b.steal * 100.0
     );
     let d = phase_dir("procs-after")?;
     let procs_after = ledger_processes_rate(secs, &d).await?;
     done_with(d)?;
     println!(
-        "raw ledger propose, 3 member processes (after): {:.0} entries/s; CPU {:.1} us/entry",
+        "raw ledger propose, 3 member processes (after): {:.0} entries/s; CPU {:.1} us/entry; steal {:.0}%",
         procs_after.rate,
-        us(procs_after.cpu_per_msg)
+        us(procs_after.cpu_per_msg),
+        procs_after.steal * 100.0
     );
     let d = phase_dir("inproc-after")?;
     let inproc_after = ledger_rate(secs, &d).await?;
     done_with(d)?;
     println!(
-        "raw ledger propose, 3 members in one process (after): {:.0} entries/s; CPU {:.1} us/entry",
+        "raw ledger propose, 3 members in one process (after): {:.0} entries/s; CPU {:.1} us/entry; steal {:.0}%",
         inproc_after.rate,
-        us(inproc_after.cpu_per_msg)
+        us(inproc_after.cpu_per_msg),
+        inproc_after.steal * 100.0
     );
     for (name, before, after) in [
         (
