@@ -152,6 +152,16 @@ fn steal_between(a: (u64, u64), b: (u64, u64)) -> f64 {
     b.0.saturating_sub(a.0) as f64 / total as f64
 }
 
+/// Prints one baseline phase: `layout` is the group's, `when` before or after the broker's.
+fn report_baseline(layout: &str, when: &str, p: &Phase) {
+    println!(
+        "raw ledger propose, {layout} ({when}): {:.0} entries/s; CPU {:.1} us/entry; steal {:.0}%",
+        p.rate,
+        p.cpu_per_msg * 1e6,
+        p.steal * 100.0
+    );
+}
+
 fn percentile(v: &mut [u64], p: f64) -> u64 {
     if v.is_empty() {
         return 0;
@@ -563,38 +573,25 @@ async fn main() -> anyhow::Result<()> {
         std::fs::create_dir_all(&d)?;
         Ok(d)
     };
-    // Each phase's files go once it is measured, so every phase takes its page cache from
+    // Each phase's files are removed once it is measured, so every phase takes its page cache from
     // memory the one before it just gave back (on this kind of VM memory the host has taken
     // back costs several times more to touch than memory freed a moment ago), instead of the
     // later phases paying for ever more fresh memory.
-    let done_with = |d: std::path::PathBuf| -> anyhow::Result<()> {
-        std::fs::remove_dir_all(&d)?;
-        Ok(())
-    };
     // The baselines run before and after the broker phase, in mirrored order, and each ratio
     // uses the mean of its two runs, so load from other processes on the machine affects
     // both sides alike.
+    println!("baseline entries: {SENDERS} proposers, {entry} B each");
     let d = phase_dir("inproc-before")?;
     let inproc_before = ledger_rate(secs, &d).await?;
-    done_with(d)?;
-    println!(
-        "raw ledger propose, 3 members in one process (before): {:.0} entries/s ({SENDERS} proposers, {entry} B entries); CPU {:.1} us/entry; steal {:.0}%",
-        inproc_before.rate,
-        us(inproc_before.cpu_per_msg),
-        inproc_before.steal * 100.0
-    );
+    std::fs::remove_dir_all(&d)?;
+    report_baseline("3 members in one process", "before", &inproc_before);
     let d = phase_dir("procs-before")?;
     let procs_before = ledger_processes_rate(secs, &d).await?;
-    done_with(d)?;
-    println!(
-        "raw ledger propose, 3 member processes (before): {:.0} entries/s; CPU {:.1} us/entry; steal {:.0}%",
-        procs_before.rate,
-        us(procs_before.cpu_per_msg),
-        procs_before.steal * 100.0
-    );
+    std::fs::remove_dir_all(&d)?;
+    report_baseline("3 member processes", "before", &procs_before);
     let d = phase_dir("broker")?;
     let (b, mut lat) = broker_rate(secs, &d).await?;
-    done_with(d)?;
+    std::fs::remove_dir_all(&d)?;
     let (p50, p99, p999) = (
         percentile(&mut lat, 0.5),
         percentile(&mut lat, 0.99),
@@ -609,22 +606,12 @@ async fn main() -> anyhow::Result<()> {
     );
     let d = phase_dir("procs-after")?;
     let procs_after = ledger_processes_rate(secs, &d).await?;
-    done_with(d)?;
-    println!(
-        "raw ledger propose, 3 member processes (after): {:.0} entries/s; CPU {:.1} us/entry; steal {:.0}%",
-        procs_after.rate,
-        us(procs_after.cpu_per_msg),
-        procs_after.steal * 100.0
-    );
+    std::fs::remove_dir_all(&d)?;
+    report_baseline("3 member processes", "after", &procs_after);
     let d = phase_dir("inproc-after")?;
     let inproc_after = ledger_rate(secs, &d).await?;
-    done_with(d)?;
-    println!(
-        "raw ledger propose, 3 members in one process (after): {:.0} entries/s; CPU {:.1} us/entry; steal {:.0}%",
-        inproc_after.rate,
-        us(inproc_after.cpu_per_msg),
-        inproc_after.steal * 100.0
-    );
+    std::fs::remove_dir_all(&d)?;
+    report_baseline("3 members in one process", "after", &inproc_after);
     for (name, before, after) in [
         (
             "3 member processes (same layout as the brokers)",

@@ -64,17 +64,16 @@ async fn propose_loop(ledger: Ledger, body: Bytes, done: Arc<AtomicU64>) {
 
 fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
-    // The broker's runtime shape (BrokerConfig::worker_threads): LEDGER_NODE_WORKERS as
-    // `runtimeWorkerThreads`, 0 or unset meaning one per core, at least two.
-    let threads = match std::env::var("LEDGER_NODE_WORKERS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-    {
-        Some(n) if n > 0 => n,
-        _ => std::thread::available_parallelism()
-            .map_or(2, |n| n.get())
-            .max(2),
-    };
+    // The broker's runtime shape: LEDGER_NODE_WORKERS read as `runtimeWorkerThreads`, by the
+    // broker's own rule (0 or unset: one per core, at least two).
+    let threads = broker::config::BrokerConfig {
+        runtime_worker_threads: std::env::var("LEDGER_NODE_WORKERS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+        ..Default::default()
+    }
+    .worker_threads();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .enable_all()
