@@ -15,6 +15,8 @@ pub mod transaction;
 use std::future::Future;
 use std::sync::Arc;
 
+use futures_util::FutureExt;
+
 use remoting::{processor_fn, ConnectionHandle, ProcessorRegistry, RemotingCommand, RequestCode};
 
 use crate::context::BrokerContext;
@@ -30,16 +32,15 @@ where
         code,
         processor_fn(move |conn, req| {
             let code = req.code();
-            let fut = f(Arc::clone(&ctx), conn, req);
-            async move {
-                Some(match fut.await {
-                    Ok(resp) => resp,
-                    Err(e) => {
-                        tracing::debug!(code, error = %e, "request failed");
-                        error_response(&e)
-                    }
-                })
-            }
+            // A combinator, not an async block: a block awaiting `fut` holds it twice (the
+            // capture and the awaited copy), which doubled the send future to ~1.4 KiB, past
+            // glibc's per-thread cache, so each boxed request took the allocator's slow path.
+            f(Arc::clone(&ctx), conn, req).map(move |r| {
+                Some(r.unwrap_or_else(|e| {
+                    tracing::debug!(code, error = %e, "request failed");
+                    error_response(&e)
+                }))
+            })
         }),
     );
 }
