@@ -562,12 +562,26 @@ async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase,
     ))
 }
 
+fn report_broker(b: &Phase, lat: &mut [u64]) {
+    let (p50, p99, p999) = (
+        percentile(lat, 0.5),
+        percentile(lat, 0.99),
+        percentile(lat, 0.999),
+    );
+    println!(
+        "broker send: {:.0} msg/s ({SENDERS} senders, {BODY} B bodies, 3 broker processes); latency p50 {p50} us, p99 {p99} us, p99.9 {p999} us; CPU {:.1} us/msg in the brokers (+{:.1} us/msg in the load generator); steal {:.0}%",
+        b.rate,
+        b.cpu_per_msg * 1e6,
+        b.client_cpu_per_msg * 1e6,
+        b.steal * 100.0
+    );
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let secs: u64 = std::env::args().nth(1).map_or(Ok(5), |s| s.parse())?;
     let dir = tempfile::tempdir()?;
     let entry = stored_record_like_broker()?.len();
-    let us = |s: f64| s * 1e6;
     let phase_dir = |name: &str| -> anyhow::Result<std::path::PathBuf> {
         let d = dir.path().join(name);
         std::fs::create_dir_all(&d)?;
@@ -580,6 +594,21 @@ async fn main() -> anyhow::Result<()> {
     // The baselines run before and after the broker phase, in mirrored order, and each ratio
     // uses the mean of its two runs, so load from other processes on the machine affects
     // both sides alike.
+    // For profiling one side at a time: a single phase, so no ratio either.
+    match std::env::var("BROKER_BENCH_ONLY").as_deref() {
+        Ok("broker") => {
+            let (b, mut lat) = broker_rate(secs, &phase_dir("broker")?).await?;
+            report_broker(&b, &mut lat);
+            return Ok(());
+        }
+        Ok("ledger-processes") => {
+            let p = ledger_processes_rate(secs, &phase_dir("procs")?).await?;
+            report_baseline("3 member processes", "only", &p);
+            return Ok(());
+        }
+        Ok(other) => anyhow::bail!("BROKER_BENCH_ONLY: unknown phase {other:?}"),
+        Err(_) => {}
+    }
     println!("baseline entries: {SENDERS} proposers, {entry} B each");
     let d = phase_dir("inproc-before")?;
     let inproc_before = ledger_rate(secs, &d).await?;
@@ -592,18 +621,7 @@ async fn main() -> anyhow::Result<()> {
     let d = phase_dir("broker")?;
     let (b, mut lat) = broker_rate(secs, &d).await?;
     std::fs::remove_dir_all(&d)?;
-    let (p50, p99, p999) = (
-        percentile(&mut lat, 0.5),
-        percentile(&mut lat, 0.99),
-        percentile(&mut lat, 0.999),
-    );
-    println!(
-        "broker send: {:.0} msg/s ({SENDERS} senders, {BODY} B bodies, 3 broker processes); latency p50 {p50} us, p99 {p99} us, p99.9 {p999} us; CPU {:.1} us/msg in the brokers (+{:.1} us/msg in the load generator); steal {:.0}%",
-        b.rate,
-        us(b.cpu_per_msg),
-        us(b.client_cpu_per_msg),
-        b.steal * 100.0
-    );
+    report_broker(&b, &mut lat);
     let d = phase_dir("procs-after")?;
     let procs_after = ledger_processes_rate(secs, &d).await?;
     std::fs::remove_dir_all(&d)?;
