@@ -4,9 +4,10 @@
 //! Owns: the socket, the `opaque -> waiter` map of requests *this side* sent, routing of every
 //! incoming frame by the RESPONSE bit first (both peers send requests on one connection),
 //! idle and partial-frame deadlines, and running processors for incoming requests (polled
-//! once inline on the reader; moved to their own task only if they wait).
+//! once inline on the reader; only those that wait go to the connection's one runner of
+//! waiting requests, pending.rs).
 //! Senders encode their frames straight into the outbox from their own task (an invoking
-//! caller, the reader answering inline, a processor task). After each batch of frames it read,
+//! caller, the reader answering inline, the runner of waiting requests). After each batch of frames it read,
 //! the reader writes the outbox out itself with non-blocking writes when no write is under way
 //! (no wake-up of, and hop to, the writer task per batch); the writer task writes what is
 //! queued at other times and whatever the socket did not take at once.
@@ -16,6 +17,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
 use std::panic::AssertUnwindSafe;
@@ -25,6 +27,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
+use futures_util::future::CatchUnwind;
 use futures_util::FutureExt;
 use tokio::io::AsyncReadExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -39,7 +42,8 @@ use crate::command::{next_opaque, RemotingCommand, FLAG_ONEWAY, FLAG_RESPONSE};
 use crate::error::{FrameError, RemotingError};
 use crate::frame::{self, SerializeType, DEFAULT_MAX_FRAME_LEN};
 use crate::outbox::{Outbox, Push, PushError, MAX_SCRATCH_CAPACITY};
-use crate::processor::{ConnectionListener, RequestProcessor};
+use crate::pending::PendingQueue;
+use crate::processor::{ConnectionListener, ProcessFuture, RequestProcessor};
 use crate::waiters::Waiters;
 
 /// Process-unique id of a connection (stable key for maps of client channels).
@@ -599,8 +603,11 @@ async fn reader_loop(
     ctx: ConnectionContext,
     writer_done: CancellationToken,
 ) {
-    let running = Arc::new(AtomicUsize::new(0));
-    let end = read_frames(&conn, &mut read_half, &write_half, &ctx, &running).await;
+    let waiting = Waiting {
+        running: Arc::new(AtomicUsize::new(0)),
+        pending: Arc::new(PendingQueue::new()),
+    };
+    let end = read_frames(&conn, &mut read_half, &write_half, &ctx, &waiting).await;
     drop(write_half);
     match &end {
         ReadEnd::Eof => {
@@ -641,7 +648,7 @@ async fn read_frames(
     read_half: &mut OwnedReadHalf,
     write_half: &OwnedWriteHalf,
     ctx: &ConnectionContext,
-    running: &Arc<AtomicUsize>,
+    waiting: &Waiting,
 ) -> ReadEnd {
     let cfg = &ctx.config;
     let outbox = &conn.shared.outbox;
@@ -668,7 +675,7 @@ async fn read_frames(
             match frame::decode_frame(&mut buf, cfg.max_frame_len) {
                 Ok(Some(raw)) => match RemotingCommand::from_frame(raw) {
                     Ok(cmd) if shutting_down => refuse_while_shutting_down(conn, cmd),
-                    Ok(cmd) => dispatch(conn, cmd, ctx, running),
+                    Ok(cmd) => dispatch(conn, cmd, ctx, waiting),
                     Err(e) => return ReadEnd::Frame(e),
                 },
                 Ok(None) => break,
@@ -782,8 +789,9 @@ fn dispatch(
     conn: &ConnectionHandle,
     cmd: RemotingCommand,
     ctx: &ConnectionContext,
-    running: &Arc<AtomicUsize>,
+    waiting: &Waiting,
 ) {
+    let running = &waiting.running;
     if cmd.is_response() {
         conn.complete(cmd);
         return;
@@ -803,10 +811,10 @@ fn dispatch(
         serialize_type: cmd.serialize_type(),
         code: cmd.code(),
     };
-    // Poll once right here: most processors answer without waiting, and that saves a task
-    // spawn per request. Anything that waits (a held long-poll pull, a store append) moves to
-    // its own task, so the reader never waits for a processor. A panic while building or
-    // polling the future is caught like one inside it.
+    // Poll once right here: most processors answer without waiting. Anything that waits (a
+    // held long-poll pull, a store append) goes to the connection's runner of waiting
+    // requests (`pending`), so the reader never waits for a processor. A panic while
+    // building or polling the future is caught like one inside it.
     let processor = ctx.processor.clone();
     let task_conn = conn.clone();
     let polled = std::panic::catch_unwind(AssertUnwindSafe(move || {
@@ -824,15 +832,24 @@ fn dispatch(
         }
         Ok(Err(work)) => {
             running.fetch_add(1, Ordering::AcqRel);
-            let running = RunningGuard(running.clone());
-            let conn = conn.clone();
-            ctx.tasks.spawn(async move {
-                let _running = running;
-                let outcome = AssertUnwindSafe(work).catch_unwind().await.map_err(|_| ());
-                if let Some(response) = finish_response(&conn, meta, outcome) {
-                    send_response(&conn, meta, response).await;
-                }
-            });
+            let request = WaitingRequest {
+                work: AssertUnwindSafe(work).catch_unwind(),
+                meta,
+                _running: RunningGuard(running.clone()),
+            };
+            if waiting.pending.push(request) {
+                let (pending, conn, tasks) =
+                    (waiting.pending.clone(), conn.clone(), ctx.tasks.clone());
+                ctx.tasks.spawn(async move {
+                    pending
+                        .run(|(meta, outcome)| {
+                            if let Some(response) = finish_response(&conn, meta, outcome) {
+                                answer_after_wait(&conn, &tasks, meta, response);
+                            }
+                        })
+                        .await;
+                });
+            }
         }
         Err(_) => {
             if let Some(response) = finish_response(conn, meta, Err(())) {
@@ -860,6 +877,27 @@ fn queue_response(
         Push::Encode(e) => {
             let fallback = unencodable_response(conn, meta, &e);
             let _ = conn.shared.outbox.try_push(&fallback);
+        }
+    }
+}
+
+/// Queues the answer of a request that waited (see `Outbox::push_after_wait`) without
+/// waiting: when the outbox is full, a task waits for room instead.
+fn answer_after_wait(
+    conn: &ConnectionHandle,
+    tasks: &TaskTracker,
+    meta: RequestMeta,
+    response: RemotingCommand,
+) {
+    match conn.shared.outbox.try_push_after_wait(&response) {
+        Push::Queued | Push::Closed => {}
+        Push::Full => {
+            let conn = conn.clone();
+            tasks.spawn(async move { send_response(&conn, meta, response).await });
+        }
+        Push::Encode(e) => {
+            let fallback = unencodable_response(conn, meta, &e);
+            let _ = conn.shared.outbox.try_push_after_wait(&fallback);
         }
     }
 }
@@ -896,6 +934,33 @@ fn unencodable_response(
 
 /// Gives back a slot of the concurrent-request count when the processor task ends.
 struct RunningGuard(Arc<AtomicUsize>);
+
+/// What the reader shares with the runner of its connection's waiting requests.
+struct Waiting {
+    /// Requests whose processor waits (for `max_concurrent_requests`).
+    running: Arc<AtomicUsize>,
+    pending: Arc<PendingQueue<WaitingRequest>>,
+}
+
+/// A request whose processor waited when first polled: yields its outcome (`Err` for a
+/// panic) and releases its `running` count once done.
+struct WaitingRequest {
+    work: CatchUnwind<AssertUnwindSafe<ProcessFuture<'static>>>,
+    meta: RequestMeta,
+    _running: RunningGuard,
+}
+
+impl Future for WaitingRequest {
+    type Output = (RequestMeta, Result<Option<RemotingCommand>, ()>);
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Self::Output> {
+        let meta = self.meta;
+        self.work.poll_unpin(cx).map(|r| (meta, r.map_err(|_| ())))
+    }
+}
 
 impl Drop for RunningGuard {
     fn drop(&mut self) {

@@ -108,6 +108,7 @@ pub mod frame;
 pub mod header;
 pub mod headers;
 mod outbox;
+mod pending;
 pub mod processor;
 pub mod server;
 mod waiters;
