@@ -827,7 +827,7 @@ fn dispatch(
     match polled {
         Ok(Ok(response)) => {
             if let Some(response) = finish_response(conn, meta, Ok(response)) {
-                queue_response(conn, ctx, meta, response);
+                queue_response(conn, &ctx.tasks, meta, response, false);
             }
         }
         Ok(Err(work)) => {
@@ -844,7 +844,7 @@ fn dispatch(
                     pending
                         .run(|(meta, outcome)| {
                             if let Some(response) = finish_response(&conn, meta, outcome) {
-                                answer_after_wait(&conn, &tasks, meta, response);
+                                queue_response(&conn, &tasks, meta, response, true);
                             }
                         })
                         .await;
@@ -853,43 +853,22 @@ fn dispatch(
         }
         Err(_) => {
             if let Some(response) = finish_response(conn, meta, Err(())) {
-                queue_response(conn, ctx, meta, response);
+                queue_response(conn, &ctx.tasks, meta, response, false);
             }
         }
     }
 }
 
-/// Queues a response from the reader without waiting: when the outbox is full, a task waits
-/// for room instead.
+/// Queues a response without waiting (`after_wait`: the answer of a request that waited,
+/// see `Outbox::push_after_wait`): when the outbox is full, a task waits for room instead.
 fn queue_response(
-    conn: &ConnectionHandle,
-    ctx: &ConnectionContext,
-    meta: RequestMeta,
-    response: RemotingCommand,
-) {
-    match conn.shared.outbox.try_push(&response) {
-        Push::Queued | Push::Closed => {}
-        Push::Full => {
-            let conn = conn.clone();
-            ctx.tasks
-                .spawn(async move { send_response(&conn, meta, response).await });
-        }
-        Push::Encode(e) => {
-            let fallback = unencodable_response(conn, meta, &e);
-            let _ = conn.shared.outbox.try_push(&fallback);
-        }
-    }
-}
-
-/// Queues the answer of a request that waited (see `Outbox::push_after_wait`) without
-/// waiting: when the outbox is full, a task waits for room instead.
-fn answer_after_wait(
     conn: &ConnectionHandle,
     tasks: &TaskTracker,
     meta: RequestMeta,
     response: RemotingCommand,
+    after_wait: bool,
 ) {
-    match conn.shared.outbox.try_push_after_wait(&response) {
+    match conn.shared.outbox.try_push_marked(&response, after_wait) {
         Push::Queued | Push::Closed => {}
         Push::Full => {
             let conn = conn.clone();
@@ -897,7 +876,7 @@ fn answer_after_wait(
         }
         Push::Encode(e) => {
             let fallback = unencodable_response(conn, meta, &e);
-            let _ = conn.shared.outbox.try_push_after_wait(&fallback);
+            let _ = conn.shared.outbox.try_push_marked(&fallback, after_wait);
         }
     }
 }

@@ -141,13 +141,9 @@ impl Outbox {
         self.try_push_marked(cmd, false)
     }
 
-    /// [`Outbox::try_push`] for the answer of a request that waited (see
+    /// [`Outbox::try_push`]; `coalesce` for the answer of a request that waited (see
     /// [`Outbox::push_after_wait`]).
-    pub(crate) fn try_push_after_wait(&self, cmd: &RemotingCommand) -> Push {
-        self.try_push_marked(cmd, true)
-    }
-
-    fn try_push_marked(&self, cmd: &RemotingCommand, coalesce: bool) -> Push {
+    pub(crate) fn try_push_marked(&self, cmd: &RemotingCommand, coalesce: bool) -> Push {
         let mut st = self.lock();
         if st.closed {
             return Push::Closed;
