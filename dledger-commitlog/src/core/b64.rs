@@ -9,8 +9,9 @@
 //! `memchr`, decodes everything but the last quantum (which must hold no padding) with the
 //! SIMD decoder and the last quantum itself here, so only canonical input is accepted
 //! (length a multiple of 4, padding only at the end, zero trailing bits); it says `None` for
-//! anything else and callers then fall back to the general decoder, which gives the precise
-//! error. Tests compare both directions with the `base64` crate.
+//! anything else and callers then fall back to the general decoder (messages.rs, on
+//! [`decode_into`]: the same canonical rules, so the same strings are accepted either way).
+//! Tests compare both directions with the `base64` crate, which is a dev-dependency only.
 
 use base64_simd::{Out, STANDARD};
 
@@ -88,9 +89,8 @@ pub(crate) fn encode_into(out: &mut impl OutBuf, input: &[u8]) {
 }
 
 /// Decoded length of canonical padded `text`, or `None` if its length is not a multiple
-/// of 4 (padding characters are checked by [`decode_into`]). Tests only, like `decode_into`:
-/// the PUSH decoder uses [`decode_until_quote`].
-#[cfg(test)]
+/// of 4 (padding characters are checked by [`decode_into`]). For the general JSON decoder
+/// (messages.rs); the PUSH decoder uses [`decode_until_quote`].
 pub(crate) fn decoded_len(text: &[u8]) -> Option<usize> {
     if !text.len().is_multiple_of(4) {
         return None;
@@ -150,7 +150,6 @@ fn decode_canonical(text: &[u8], out: &mut [u8]) -> Option<usize> {
 
 /// Decodes canonical padded `text` into `out`, which must be exactly
 /// [`decoded_len`]`(text)` long. `None` if `text` is not canonical base64.
-#[cfg(test)]
 pub(crate) fn decode_into(text: &[u8], out: &mut [u8]) -> Option<()> {
     if decoded_len(text)? != out.len() {
         return None;

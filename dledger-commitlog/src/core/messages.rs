@@ -7,7 +7,6 @@
 //! ignored. The runtime only frames these bodies over remoting with the request codes below.
 //! Must not: know about sockets, opaques or time.
 
-use base64::Engine as _;
 use bytes::Bytes;
 use serde::de::{self, Deserializer, Visitor};
 use serde::ser::{SerializeStruct, Serializer};
@@ -212,8 +211,18 @@ name_enum!(
 
 mod base64_bytes {
     use super::*;
+    use crate::core::b64;
+
+    /// DLedger writes `byte[]` as canonical padded base64 (RFC 4648 §4).
+    fn not_base64<E: de::Error>() -> E {
+        E::custom("not canonical padded base64")
+    }
+
     pub fn serialize<S: Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(b))
+        let mut text = Vec::with_capacity(b64::encoded_len(b.len()));
+        b64::encode_into(&mut text, b);
+        // The base64 alphabet and '=' are ASCII.
+        s.serialize_str(std::str::from_utf8(&text).map_err(serde::ser::Error::custom)?)
     }
     /// Decodes straight from the (usually borrowed) JSON string: no intermediate `String`.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
@@ -224,10 +233,10 @@ mod base64_bytes {
                 f.write_str("a base64 string or null")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Bytes, E> {
-                base64::engine::general_purpose::STANDARD
-                    .decode(v.as_bytes())
-                    .map(Bytes::from)
-                    .map_err(E::custom)
+                let text = v.as_bytes();
+                let mut out = vec![0; b64::decoded_len(text).ok_or_else(not_base64::<E>)?];
+                b64::decode_into(text, &mut out).ok_or_else(not_base64::<E>)?;
+                Ok(Bytes::from(out))
             }
             fn visit_none<E: de::Error>(self) -> Result<Bytes, E> {
                 Ok(Bytes::new())
@@ -715,6 +724,30 @@ mod tests {
     const HB_REQ: &str = r#"{"code":200,"group":"RaftNode00","leaderId":"n0","localId":"n0","remoteId":"n1","term":3}"#;
     const PUSH_RESP: &str = r#"{"beginIndex":0,"code":200,"count":1,"endIndex":0,"group":"RaftNode00","index":0,"term":1}"#;
     const BODY_B64: &str = "AAAAu9qjIKd30YmCAAAAAQAAAAAAAAAAAAAABQAAAAAAAAAwAAAAAAAAAYvP5WgAwKgACgAA1DEAAAGLz+Voe8CoABQAAHi/AAAAAAAAAAAAAAAAAAAABUhlbGxvCVRvcGljVGVzdABSQ0xVU1RFUgFSYWZ0Q2x1c3RlcgJUQUdTAVRhZ0ECVU5JUV9LRVkBQzBBODAwMEExRjk0MThCNEFBQzIwMDAwMDAwMDAwMDACV0FJVAF0cnVlAg==";
+
+    #[test]
+    fn entry_bodies_are_canonical_padded_base64_both_ways() {
+        let body = |json: &str| {
+            serde_json::from_str::<DLedgerEntry>(&format!(r#"{{"body":{json}}}"#)).map(|e| e.body)
+        };
+        assert_eq!(body(r#""QQ==""#).unwrap(), Bytes::from_static(b"A"));
+        assert_eq!(body(r#""QUI=""#).unwrap(), Bytes::from_static(b"AB"));
+        assert_eq!(body(r#""QUJD""#).unwrap(), Bytes::from_static(b"ABC"));
+        assert_eq!(body("null").unwrap(), Bytes::new());
+        // Not canonical: bits under the padding, missing padding, padding inside, bad symbol.
+        for bad in [r#""QR==""#, r#""QQ""#, r#""QQ==QUJD""#, r#""QU$D""#] {
+            assert!(body(bad).is_err(), "{bad} was accepted");
+        }
+        let sample =
+            base64::Engine::decode(&base64::engine::general_purpose::STANDARD, BODY_B64).unwrap();
+        let e = DLedgerEntry {
+            body: Bytes::from(sample.clone()),
+            ..serde_json::from_str("{}").unwrap()
+        };
+        let json = serde_json::to_string(&e).unwrap();
+        assert!(json.contains(&format!(r#""body":"{BODY_B64}""#)), "{json}");
+        assert_eq!(body(&format!(r#""{BODY_B64}""#)).unwrap(), sample);
+    }
 
     #[test]
     fn vote_request_matches_spec_example_byte_for_byte() {
