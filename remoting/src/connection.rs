@@ -7,10 +7,10 @@
 //! once inline on the reader; only those that wait go to the connection's one runner of
 //! waiting requests, pending.rs).
 //! Senders encode their frames straight into the outbox from their own task (an invoking
-//! caller, the reader answering inline, the runner of waiting requests). After each batch of frames it read,
-//! the reader writes the outbox out itself with non-blocking writes when no write is under way
-//! (no wake-up of, and hop to, the writer task per batch); the writer task writes what is
-//! queued at other times and whatever the socket did not take at once.
+//! caller, the reader answering inline, the runner of waiting requests). After each batch of
+//! frames it read, the reader writes the outbox out itself with non-blocking writes when no
+//! write is under way (no wake-up of, and hop to, the writer task per batch); the writer task
+//! writes what is queued at other times and whatever the socket did not take at once.
 //! Must not: block the reader on a processor or on the writer (a held long-poll pull must not
 //! delay other responses; the reader only ever *tries* to queue), or hold a std lock across
 //! `.await`.

@@ -562,6 +562,7 @@ async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase,
     ))
 }
 
+/// Prints the broker phase: rate, latency percentiles of `lat`, CPU and steal.
 fn report_broker(b: &Phase, lat: &mut [u64]) {
     let (p50, p99, p999) = (
         percentile(lat, 0.5),
@@ -587,13 +588,6 @@ async fn main() -> anyhow::Result<()> {
         std::fs::create_dir_all(&d)?;
         Ok(d)
     };
-    // Each phase's files are removed once it is measured, so every phase takes its page cache from
-    // memory the one before it just gave back (on this kind of VM memory the host has taken
-    // back costs several times more to touch than memory freed a moment ago), instead of the
-    // later phases paying for ever more fresh memory.
-    // The baselines run before and after the broker phase, in mirrored order, and each ratio
-    // uses the mean of its two runs, so load from other processes on the machine affects
-    // both sides alike.
     // For profiling one side at a time: a single phase, so no ratio either.
     match std::env::var("BROKER_BENCH_ONLY").as_deref() {
         Ok("broker") => {
@@ -609,6 +603,13 @@ async fn main() -> anyhow::Result<()> {
         Ok(other) => anyhow::bail!("BROKER_BENCH_ONLY: unknown phase {other:?}"),
         Err(_) => {}
     }
+    // Each phase's files are removed once it is measured, so every phase takes its page cache from
+    // memory the one before it just gave back (on this kind of VM memory the host has taken
+    // back costs several times more to touch than memory freed a moment ago), instead of the
+    // later phases paying for ever more fresh memory.
+    // The baselines run before and after the broker phase, in mirrored order, and each ratio
+    // uses the mean of its two runs, so load from other processes on the machine affects
+    // both sides alike.
     println!("baseline entries: {SENDERS} proposers, {entry} B each");
     let d = phase_dir("inproc-before")?;
     let inproc_before = ledger_rate(secs, &d).await?;
