@@ -167,7 +167,7 @@ impl Producer {
         if let Some(k) = msg.uniq_key() {
             return k.to_owned();
         }
-        let id = self.inner.uniq.next_id(now_ms());
+        let id = self.inner.uniq.next_id(now_ms()).to_string();
         msg.properties.insert(keys::UNIQ_KEY.to_owned(), id.clone());
         id
     }
@@ -446,7 +446,7 @@ mod tests {
     fn uniq_keys_are_distinct_and_well_formed() {
         let g = new_uniq_generator();
         let ids: std::collections::BTreeSet<String> =
-            (0..1000).map(|_| g.next_id(now_ms())).collect();
+            (0..1000).map(|_| g.next_id(now_ms()).to_string()).collect();
         assert_eq!(ids.len(), 1000);
         for id in &ids {
             assert_eq!(id.len(), 32);

@@ -151,7 +151,7 @@ impl UniqKeyGenerator {
     }
 
     /// The next id, for a message stored at wall-clock `now_ms`.
-    pub fn next_id(&self, now_ms: i64) -> String {
+    pub fn next_id(&self, now_ms: i64) -> UniqKey {
         let (since_month, counter) = {
             let mut st = match self.state.lock() {
                 Ok(g) => g,
@@ -166,11 +166,136 @@ impl UniqKeyGenerator {
             st.counter = st.counter.wrapping_add(1);
             ((now_ms - st.month_start_ms) as i32, c)
         };
-        let mut id = String::with_capacity(self.prefix.len() + 12);
-        id.push_str(&self.prefix);
-        push_hex(&mut id, &since_month.to_be_bytes());
-        push_hex(&mut id, &counter.to_be_bytes());
-        id
+        let mut id = UniqKeyText::new();
+        id.push(&self.prefix);
+        id.push_hex(&since_month.to_be_bytes());
+        id.push_hex(&counter.to_be_bytes());
+        id.finish()
+    }
+}
+
+/// Longest `UNIQ_KEY` kept without a heap allocation: the broker's own ids are 32 hex chars
+/// (56 with an IPv6 host), and so are the ids RocketMQ clients generate.
+const UNIQ_KEY_INLINE: usize = 64;
+
+/// A `UNIQ_KEY` value, held inline when it is no longer than the generated ones, since
+/// every send carries one from the properties to the response.
+#[derive(Clone)]
+pub struct UniqKey(UniqKeyRepr);
+
+#[derive(Clone)]
+enum UniqKeyRepr {
+    Inline {
+        bytes: [u8; UNIQ_KEY_INLINE],
+        len: u8,
+    },
+    Heap(String),
+}
+
+impl UniqKey {
+    /// `s` as a key (inline when short enough).
+    pub fn new(s: &str) -> UniqKey {
+        let mut t = UniqKeyText::new();
+        t.push(s);
+        t.finish()
+    }
+
+    /// The key's text.
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            // Only whole `&str`s and hex digits are ever written inline.
+            UniqKeyRepr::Inline { bytes, len } => {
+                std::str::from_utf8(&bytes[..usize::from(*len)]).unwrap_or_default()
+            }
+            UniqKeyRepr::Heap(s) => s,
+        }
+    }
+}
+
+impl std::ops::Deref for UniqKey {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::fmt::Debug for UniqKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl std::fmt::Display for UniqKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for UniqKey {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+/// A [`UniqKey`] being written: inline until it outgrows [`UNIQ_KEY_INLINE`].
+struct UniqKeyText {
+    bytes: [u8; UNIQ_KEY_INLINE],
+    len: usize,
+    heap: Option<String>,
+}
+
+impl UniqKeyText {
+    fn new() -> UniqKeyText {
+        UniqKeyText {
+            bytes: [0; UNIQ_KEY_INLINE],
+            len: 0,
+            heap: None,
+        }
+    }
+
+    fn push(&mut self, s: &str) {
+        if let Some(h) = &mut self.heap {
+            h.push_str(s);
+        } else if let Some(dst) = self.bytes.get_mut(self.len..self.len + s.len()) {
+            dst.copy_from_slice(s.as_bytes());
+            self.len += s.len();
+        } else {
+            let mut h = String::with_capacity(self.len + s.len());
+            h.push_str(std::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default());
+            h.push_str(s);
+            self.heap = Some(h);
+        }
+    }
+
+    fn push_hex(&mut self, b: &[u8]) {
+        const HEX: &[u8; 16] = b"0123456789ABCDEF";
+        let end = self.len + 2 * b.len();
+        match self.bytes.get_mut(self.len..end) {
+            Some(dst) if self.heap.is_none() => {
+                for (pair, &x) in dst.chunks_exact_mut(2).zip(b) {
+                    pair[0] = HEX[usize::from(x >> 4)];
+                    pair[1] = HEX[usize::from(x & 15)];
+                }
+                self.len = end;
+            }
+            _ => {
+                for &x in b {
+                    let pair = [HEX[usize::from(x >> 4)], HEX[usize::from(x & 15)]];
+                    self.push(std::str::from_utf8(&pair).unwrap_or_default());
+                }
+            }
+        }
+    }
+
+    fn finish(self) -> UniqKey {
+        match self.heap {
+            Some(h) => UniqKey(UniqKeyRepr::Heap(h)),
+            // len <= UNIQ_KEY_INLINE = 64 fits a u8.
+            None => UniqKey(UniqKeyRepr::Inline {
+                bytes: self.bytes,
+                len: self.len as u8,
+            }),
+        }
     }
 }
 
@@ -222,5 +347,17 @@ mod tests {
         assert_eq!(b, "C0A8000A1F9418B4AAC2000000000001");
         let c = g.next_id(1_698_796_800_000 + 0x1234);
         assert_eq!(&c[20..28], "00001234");
+        let v6 = UniqKeyGenerator::new("2001:db8::1".parse().unwrap(), 1, 2).next_id(0);
+        assert_eq!(v6.len(), 56);
+        assert!(v6.starts_with("20010DB8"));
+    }
+
+    #[test]
+    fn uniq_keys_of_any_length_keep_their_text() {
+        for n in [0, 1, 32, 63, 64, 65, 200] {
+            let s: String = ('a'..='z').cycle().take(n).collect();
+            assert_eq!(UniqKey::new(&s), s.as_str());
+        }
+        assert_eq!(UniqKey::new("é→ü").as_str(), "é→ü");
     }
 }

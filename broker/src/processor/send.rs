@@ -17,7 +17,7 @@ use remoting::{ConnectionHandle, ExtFields, RemotingCommand};
 
 use crate::context::{now_ms, BrokerContext, ServingRole};
 use crate::error::BrokerError;
-use crate::message::msg_id::write_offset_msg_id;
+use crate::message::msg_id::{write_offset_msg_id, UniqKey};
 use crate::message::properties::{self, keys};
 use crate::message::record::{
     encode_record, CrcCheck, MagicPolicy, MessageLimits, RecordFields, RecordView,
@@ -209,10 +209,15 @@ fn single_response(
     r: &PutOne,
     uniq: Option<&str>,
 ) -> RemotingCommand {
-    let mut text = String::with_capacity(96);
-    write_offset_msg_id(&mut text, ctx.store_host, r.position.physical_offset());
-    let id_end = text.len();
-    success_fields(ctx, text, id_end, queue_id, r.queue_offset, uniq)
+    let phys = r.position.physical_offset();
+    success_fields(
+        ctx,
+        56,
+        |t| write_offset_msg_id(t, ctx.store_host, phys),
+        queue_id,
+        r.queue_offset,
+        uniq,
+    )
 }
 
 /// The answer to a send whose msgId text is `msg_id` (a batch: the ids joined with `,`).
@@ -223,41 +228,46 @@ fn success_response(
     queue_offset: i64,
     uniq: Option<&str>,
 ) -> RemotingCommand {
-    let mut text = String::with_capacity(msg_id.len() + 32);
-    text.push_str(msg_id);
-    let id_end = text.len();
-    success_fields(ctx, text, id_end, queue_id, queue_offset, uniq)
+    success_fields(
+        ctx,
+        msg_id.len(),
+        |t| t.push_str(msg_id),
+        queue_id,
+        queue_offset,
+        uniq,
+    )
 }
 
-/// SEND_MESSAGE response header fields (`text[..id_end]` is the msgId). The numbers go into
-/// the same scratch text (no per-field `String`), and the fields are set in key order
-/// (upper case sorts first), so each one is appended to the sorted map.
+/// SEND_MESSAGE response header fields, the msgId written by `msg_id` (at most
+/// `msg_id_len` bytes). The fields are given in key order (upper case sorts first), so the map
+/// is built by appending, and the numbers and the id are written straight into its text.
 fn success_fields(
     ctx: &BrokerContext,
-    mut text: String,
-    id_end: usize,
+    msg_id_len: usize,
+    msg_id: impl FnOnce(&mut String),
     queue_id: i32,
     queue_offset: i64,
     uniq: Option<&str>,
 ) -> RemotingCommand {
-    use std::fmt::Write as _;
     let region = ctx.config.region_id.as_str();
     let trace = if ctx.config.trace_on { "true" } else { "false" };
-    let _ = write!(text, "{queue_id}");
-    let queue_id_end = text.len();
-    let _ = write!(text, "{queue_offset}");
-    let size = text.len() + region.len() + uniq.map_or(0, str::len) + 96;
-    let mut fields = ExtFields::with_capacity(6, size);
-    fields.set(keys::MSG_REGION, region);
-    fields.set(keys::TRACE_SWITCH, trace);
-    fields.set("msgId", &text[..id_end]);
-    fields.set("queueId", &text[id_end..queue_id_end]);
-    fields.set("queueOffset", &text[queue_id_end..]);
+    // Keys (~60 bytes), two numbers of at most 20 digits, the id, the region, the uniq key.
+    let size = 100 + msg_id_len + region.len() + uniq.map_or(0, str::len);
+    let mut fields = ExtFields::sorted_builder(6, size);
+    fields.push(keys::MSG_REGION, region);
+    fields.push(keys::TRACE_SWITCH, trace);
+    fields.push_with("msgId", msg_id);
+    fields.push_with("queueId", |t| {
+        t.push_str(itoa::Buffer::new().format(queue_id))
+    });
+    fields.push_with("queueOffset", |t| {
+        t.push_str(itoa::Buffer::new().format(queue_offset))
+    });
     if let Some(u) = uniq {
-        fields.set("transactionId", u);
+        fields.push("transactionId", u);
     }
     let mut resp = RemotingCommand::success();
-    *resp.ext_fields_mut() = fields;
+    *resp.ext_fields_mut() = fields.finish();
     resp
 }
 
@@ -270,7 +280,7 @@ fn plain_send_properties(
     ctx: &BrokerContext,
     h: &SendMessageHeaderView<'_>,
     now: i64,
-) -> Option<(BytesMut, String)> {
+) -> Option<(BytesMut, UniqKey)> {
     let client = h.properties.unwrap_or_default().as_bytes();
     let cluster = ctx.config.broker_cluster_name.as_str();
     if h.topic.starts_with(names::RETRY_GROUP_TOPIC_PREFIX)
@@ -298,7 +308,7 @@ fn plain_send_properties(
     out.extend_from_slice(client);
     let uniq = match client_uniq {
         // Canonical strings are valid UTF-8.
-        Some(v) => std::str::from_utf8(v).ok()?.to_owned(),
+        Some(v) => UniqKey::new(std::str::from_utf8(v).ok()?),
         None => {
             let id = ctx.uniq_keys.next_id(now);
             properties::append_property(&mut out, keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX, &id).ok()?;
@@ -377,7 +387,7 @@ fn encode_single<'h>(
     now: i64,
     born_host: SocketAddr,
     sys_flag_extra: i32,
-) -> Result<(Target<'h>, BytesMut, Option<String>), BrokerError> {
+) -> Result<(Target<'h>, BytesMut, Option<UniqKey>), BrokerError> {
     let (t, encoded, uniq) = match plain_send_properties(ctx, h, now) {
         Some((encoded, uniq)) => (
             Target {
@@ -397,13 +407,13 @@ fn encode_single<'h>(
             if props.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).is_none() {
                 props.insert(
                     keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-                    ctx.uniq_keys.next_id(now),
+                    ctx.uniq_keys.next_id(now).to_string(),
                 );
             }
             props.insert(keys::CLUSTER, ctx.config.broker_cluster_name.clone());
             let uniq = props
                 .get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-                .map(str::to_owned);
+                .map(UniqKey::new);
             (t, props.encode()?, uniq)
         }
     };
@@ -512,7 +522,7 @@ async fn send_batch(
         if props.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).is_none() {
             props.insert(
                 keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-                ctx.uniq_keys.next_id(b.now),
+                ctx.uniq_keys.next_id(b.now).to_string(),
             );
         }
         props.insert(keys::CLUSTER, ctx.config.broker_cluster_name.clone());
