@@ -10,6 +10,7 @@
 # The brokers run under callgrind (about 30 times slower), so the group sends ~1-2k msg/s. The
 # counters are reset once the senders are going and dumped 2/3 into the run; messages are
 # counted as the calls of ConsumeQueue::append (one per stored message, on every member).
+# BROKER_INSTRUCTIONS_KEEP=DIR keeps the callgrind files there, for callgrind_annotate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-30}"
@@ -36,6 +37,9 @@ callgrind_control -z >/dev/null 2>&1
 sleep "$(( secs / 3 ))"
 callgrind_control -d >/dev/null 2>&1
 wait "$bench"
+if [ -n "${BROKER_INSTRUCTIONS_KEEP:-}" ]; then
+  mkdir -p "$BROKER_INSTRUCTIONS_KEEP" && cp "$work"/out/cg.*.1 "$BROKER_INSTRUCTIONS_KEEP"/
+fi
 printf '%-10s %12s %14s %12s %12s\n' member messages instructions 'Ir/msg' 'allocs/msg'
 for f in "$work"/out/cg.*.1; do
   [ -s "$f" ] || continue

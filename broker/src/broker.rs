@@ -111,7 +111,6 @@ impl Broker {
         let sampled_log = Arc::clone(&log);
         let store = MessageStore::open(&cfg, log, store_host)?;
         let ctx = BrokerContext::open(cfg, store)?;
-        let mut registry = processor::registry(&ctx);
         let peer_ids: Vec<&str> = ctx
             .config
             .dledger_peers()
@@ -119,7 +118,7 @@ impl Broker {
             .map(|p| p.id.as_str())
             .collect();
         let metrics = Arc::new(observe::BrokerMetrics::new(&peer_ids));
-        crate::metrics::instrument(&mut registry, &metrics);
+        let registry = processor::registry(&ctx, Some(&metrics));
         let listener = Arc::new(ClientConnectionListener(Arc::clone(&ctx)));
         let bind_ip = ctx.config.bind_address;
         let addr = SocketAddr::new(bind_ip, ctx.config.listen_port);

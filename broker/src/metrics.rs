@@ -1,8 +1,9 @@
 //! Broker metrics wiring (the metric set itself is `observe::BrokerMetrics`).
 //!
-//! - Send and pull requests are timed at the processor boundary: [`instrument`] wraps the
-//!   registered SEND_MESSAGE(_V2), SEND_BATCH_MESSAGE, PULL_MESSAGE and LITE_PULL_MESSAGE
-//!   processors, so latency covers the whole answer (quorum wait, long-poll suspension).
+//! - Send and pull requests are timed at the processor boundary: an [`Observer`] is applied
+//!   to the SEND_MESSAGE(_V2), SEND_BATCH_MESSAGE, PULL_MESSAGE and LITE_PULL_MESSAGE
+//!   processors when they are registered, so latency covers the whole answer (quorum wait,
+//!   long-poll suspension).
 //! - [`spawn_log_sampler`] follows the replicated log: every role change as it happens, and
 //!   once a second term/water marks, the DLedger status when the log has one (flushed index,
 //!   pending appends, per-peer lag and liveness) and the store root's disk usage. Role and
@@ -20,8 +21,7 @@ use std::time::{Duration, Instant};
 use observe::{
     BrokerMetrics, LedgerRoleKind, LogMarks, MetricsServer, PeerSample, Registry, ReplicationSample,
 };
-use remoting::processor::{ProcessFuture, RequestProcessor};
-use remoting::{ConnectionHandle, ProcessorRegistry, RemotingCommand, RequestCode, ResponseCode};
+use remoting::{RemotingCommand, RequestCode, ResponseCode};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -40,77 +40,69 @@ enum Traffic {
     Pull,
 }
 
-/// A processor whose answers are counted and timed.
-struct Observed {
-    inner: Arc<dyn RequestProcessor>,
+/// Counts and times the answers of one request family. The processors' registration
+/// applies it inside each request's own future (see `processor::register`), so observing
+/// costs no boxed future of its own per request.
+#[derive(Clone)]
+pub struct Observer {
     metrics: Arc<BrokerMetrics>,
     traffic: Traffic,
 }
 
-impl Observed {
-    /// Messages a request carries (sends; 0 for pulls, counted from their answers).
-    fn messages_in(&self, request: &RemotingCommand) -> u64 {
-        match self.traffic {
+/// What an [`Observer`] noted when a request arrived.
+#[derive(Clone, Copy)]
+pub struct Arrival {
+    start: Instant,
+    messages: u64,
+}
+
+impl Observer {
+    /// The observer of `code`'s answers: sends (SEND_MESSAGE, _V2, SEND_BATCH_MESSAGE) and
+    /// pulls (PULL_MESSAGE, LITE_PULL_MESSAGE); `None` for other codes.
+    pub fn for_code(metrics: &Arc<BrokerMetrics>, code: RequestCode) -> Option<Observer> {
+        let traffic = match code {
+            RequestCode::SEND_MESSAGE | RequestCode::SEND_MESSAGE_V2 => Traffic::Send,
+            RequestCode::SEND_BATCH_MESSAGE => Traffic::SendBatch,
+            RequestCode::PULL_MESSAGE | RequestCode::LITE_PULL_MESSAGE => Traffic::Pull,
+            _ => return None,
+        };
+        Some(Observer {
+            metrics: Arc::clone(metrics),
+            traffic,
+        })
+    }
+
+    /// Notes a request's arrival: the time and the messages it carries (sends; pulls are
+    /// counted from their answers).
+    pub fn arrived(&self, request: &RemotingCommand) -> Arrival {
+        let messages = match self.traffic {
             Traffic::Send => 1,
             Traffic::SendBatch => count_size_prefixed(request.body()),
             Traffic::Pull => 0,
+        };
+        Arrival {
+            start: Instant::now(),
+            messages,
         }
     }
 
-    /// Counts and times one answer.
-    fn observe(&self, start: Instant, messages: u64, response: &Option<RemotingCommand>) {
-        let Some(r) = response else {
-            return;
-        };
-        let elapsed = start.elapsed();
-        let code = r.response_code();
+    /// Counts and times the answer to a request that arrived at `a`.
+    pub fn answered(&self, a: Arrival, response: &RemotingCommand) {
+        let elapsed = a.start.elapsed();
+        let code = response.response_code();
         match self.traffic {
             Traffic::Send | Traffic::SendBatch => {
-                self.metrics.observe_send(code, elapsed, messages)
+                self.metrics.observe_send(code, elapsed, a.messages)
             }
             Traffic::Pull => {
                 let pulled = if code == ResponseCode::SUCCESS {
-                    count_size_prefixed(r.body())
+                    count_size_prefixed(response.body())
                 } else {
                     0
                 };
                 self.metrics.observe_pull(code, elapsed, pulled)
             }
         }
-    }
-}
-
-impl RequestProcessor for Observed {
-    fn process<'a>(
-        &'a self,
-        conn: ConnectionHandle,
-        request: RemotingCommand,
-    ) -> ProcessFuture<'a> {
-        let start = Instant::now();
-        let messages = self.messages_in(&request);
-        let answer = self.inner.process(conn, request);
-        Box::pin(async move {
-            let response = answer.await;
-            self.observe(start, messages, &response);
-            response
-        })
-    }
-
-    /// What the connection calls: the inner processor's owning future wrapped once (the
-    /// default would box `process`'s future again, one more allocation per request).
-    fn process_owned(
-        self: Arc<Self>,
-        conn: ConnectionHandle,
-        request: RemotingCommand,
-    ) -> ProcessFuture<'static> {
-        let start = Instant::now();
-        let messages = self.messages_in(&request);
-        let answer = Arc::clone(&self.inner).process_owned(conn, request);
-        Box::pin(async move {
-            let response = answer.await;
-            self.observe(start, messages, &response);
-            response
-        })
     }
 }
 
@@ -132,29 +124,6 @@ pub fn count_size_prefixed(body: &[u8]) -> u64 {
         n += 1;
     }
     n
-}
-
-/// Wraps the send and pull processors of `registry` so their answers are observed.
-pub fn instrument(registry: &mut ProcessorRegistry, metrics: &Arc<BrokerMetrics>) {
-    let codes = [
-        (RequestCode::SEND_MESSAGE, Traffic::Send),
-        (RequestCode::SEND_MESSAGE_V2, Traffic::Send),
-        (RequestCode::SEND_BATCH_MESSAGE, Traffic::SendBatch),
-        (RequestCode::PULL_MESSAGE, Traffic::Pull),
-        (RequestCode::LITE_PULL_MESSAGE, Traffic::Pull),
-    ];
-    for (code, traffic) in codes {
-        if let Some(inner) = registry.lookup(code.0).cloned() {
-            registry.register(
-                code,
-                Arc::new(Observed {
-                    inner,
-                    metrics: Arc::clone(metrics),
-                    traffic,
-                }),
-            );
-        }
-    }
 }
 
 fn role_kind(role: LedgerRole) -> LedgerRoleKind {

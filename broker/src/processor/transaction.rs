@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use remoting::headers::EndTransactionRequestHeader;
-use remoting::{ConnectionHandle, ProcessorRegistry, RemotingCommand, RequestCode};
+use remoting::{ConnectionHandle, RemotingCommand, RequestCode};
 
 use crate::context::BrokerContext;
 use crate::error::BrokerError;
@@ -20,6 +20,6 @@ async fn end_transaction(
 }
 
 /// Registers END_TRANSACTION.
-pub fn register(registry: &mut ProcessorRegistry, ctx: &Arc<BrokerContext>) {
+pub fn register(registry: &mut super::Registrar, ctx: &Arc<BrokerContext>) {
     super::register(registry, RequestCode::END_TRANSACTION, ctx, end_transaction);
 }
