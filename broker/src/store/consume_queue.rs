@@ -23,7 +23,7 @@ use std::fs::{self, OpenOptions};
 use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use dashmap::DashMap;
@@ -807,6 +807,54 @@ pub struct ConsumeQueueSet {
     dispatched_end: AtomicI64,
     /// The checkpoint on disk (`None`: no valid file); written under this lock.
     checkpoint: Mutex<Option<i64>>,
+    /// Bumped after every removal of queues, so a holder of cached queue handles (the
+    /// dispatcher's [`QueueCache`]) knows to drop them.
+    removals: AtomicU64,
+}
+
+/// Most queues a [`QueueCache`] holds.
+const QUEUE_CACHE_LEN: usize = 64;
+
+/// The queues one writer (the dispatcher) used last, found by a short scan instead of a
+/// hashed map lookup per record; emptied whenever the set has removed queues since.
+#[derive(Default)]
+pub struct QueueCache {
+    queues: Vec<Arc<ConsumeQueue>>,
+    /// The set's removal count the cached handles are valid for.
+    removals: u64,
+    /// Next slot replaced once the cache is full.
+    victim: usize,
+}
+
+impl QueueCache {
+    /// The queue, created if missing ([`ConsumeQueueSet::get_or_create`]).
+    pub fn get_or_create(
+        &mut self,
+        set: &ConsumeQueueSet,
+        topic: &str,
+        queue_id: i32,
+    ) -> Result<Arc<ConsumeQueue>, StoreError> {
+        let removals = set.removals.load(Ordering::Acquire);
+        if removals != self.removals {
+            self.queues.clear();
+            self.removals = removals;
+        }
+        if let Some(q) = self
+            .queues
+            .iter()
+            .find(|q| q.queue_id() == queue_id && q.topic() == topic)
+        {
+            return Ok(Arc::clone(q));
+        }
+        let q = set.get_or_create(topic, queue_id)?;
+        if self.queues.len() < QUEUE_CACHE_LEN {
+            self.queues.push(Arc::clone(&q));
+        } else {
+            self.queues[self.victim] = Arc::clone(&q);
+            self.victim = (self.victim + 1) % QUEUE_CACHE_LEN;
+        }
+        Ok(q)
+    }
 }
 
 fn read_checkpoint(path: &Path) -> Result<Option<i64>, StoreError> {
@@ -857,6 +905,7 @@ impl ConsumeQueueSet {
             queues: DashMap::new(),
             dispatched_end: AtomicI64::new(-1),
             checkpoint: Mutex::new(read_checkpoint(&cq_root.join(DISPATCH_CHECKPOINT_FILE))?),
+            removals: AtomicU64::new(0),
         };
         let topics = match fs::read_dir(cq_root) {
             Ok(rd) => rd,
@@ -1024,6 +1073,9 @@ impl ConsumeQueueSet {
         for q in &qs {
             let key: &dyn QueueKeyView = &(topic, q.queue_id());
             self.queues.remove(key);
+            // After the removal: a cache that sees the new count and looks the queue up
+            // again cannot find the removed one.
+            self.removals.fetch_add(1, Ordering::Release);
             q.destroy()?;
         }
         let dir = self.root.join(topic);

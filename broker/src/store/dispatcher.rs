@@ -30,7 +30,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::commit_log::{first_index_at_or_after, LogEntryRef, ReplicatedLog};
-use super::consume_queue::{AppendOutcome, ConsumeQueue, ConsumeQueueSet, CqUnit};
+use super::consume_queue::{AppendOutcome, ConsumeQueue, ConsumeQueueSet, CqUnit, QueueCache};
 use super::delay_offsets::{DelayOffsetTable, ScheduleOrigin, SCHEDULE_ORIGIN_PROPERTY};
 use super::index_file::KeyIndex;
 use crate::message::properties::{find_properties, keys};
@@ -61,6 +61,8 @@ pub struct Dispatcher {
     indexed_through: i64,
     /// Queues that grew since progress was last published: their held pulls are woken then.
     grown: Vec<Arc<ConsumeQueue>>,
+    /// The queues records went to lately (no hashed lookup per record).
+    queue_cache: QueueCache,
     /// Entries through this index were committed before the restart: re-dispatching them is
     /// recovery, logged with progress.
     replay_until: i64,
@@ -196,6 +198,7 @@ impl Dispatcher {
                 markers_only_below,
                 indexed_through,
                 grown: Vec::new(),
+                queue_cache: QueueCache::default(),
                 replay_until: committed.index,
                 replayed: 0,
                 replay_total: replay,
@@ -363,8 +366,8 @@ impl Dispatcher {
             // record already has it (re-dispatch after a restart); a lagging one appends it
             // at the queue offset stored in the record.
             let res = self
-                .cqs
-                .get_or_create(view.topic, view.queue_id)
+                .queue_cache
+                .get_or_create(&self.cqs, view.topic, view.queue_id)
                 .and_then(|q| {
                     if phys < q.max_physical_end() {
                         return Ok((q, AppendOutcome::AlreadyPresent));

@@ -359,3 +359,40 @@ fn a_damaged_dispatch_checkpoint_is_ignored() {
         assert_eq!(set.dispatch_checkpoint(), None);
     }
 }
+
+#[test]
+fn the_queue_cache_hands_out_the_sets_queues_and_forgets_removed_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = ConsumeQueueSet::open(&dir.path().join("cq"), FILE).unwrap();
+    let mut cache = QueueCache::default();
+    let a0 = cache.get_or_create(&set, "A", 0).unwrap();
+    assert!(Arc::ptr_eq(&a0, &set.get("A", 0).unwrap()));
+    assert!(Arc::ptr_eq(
+        &a0,
+        &cache.get_or_create(&set, "A", 0).unwrap()
+    ));
+    // Same queue id, other topic; same topic, other queue id: other queues.
+    let b0 = cache.get_or_create(&set, "B", 0).unwrap();
+    let a1 = cache.get_or_create(&set, "A", 1).unwrap();
+    assert!(!Arc::ptr_eq(&a0, &b0) && !Arc::ptr_eq(&a0, &a1));
+    a0.append(0, unit(0)).unwrap();
+    // A removed topic's queue is not handed out again: the cache looks it up anew.
+    set.remove_topic("A").unwrap();
+    let again = cache.get_or_create(&set, "A", 0).unwrap();
+    assert!(!Arc::ptr_eq(&a0, &again));
+    assert!(Arc::ptr_eq(&again, &set.get("A", 0).unwrap()));
+    assert_eq!(again.max_offset(), 0);
+    assert!(Arc::ptr_eq(
+        &b0,
+        &cache.get_or_create(&set, "B", 0).unwrap()
+    ));
+    // More queues than the cache holds: every lookup still answers the set's queue.
+    for q in 0..200 {
+        let got = cache.get_or_create(&set, "C", q).unwrap();
+        assert!(Arc::ptr_eq(&got, &set.get("C", q).unwrap()));
+    }
+    for q in (0..200).rev() {
+        let got = cache.get_or_create(&set, "C", q).unwrap();
+        assert!(Arc::ptr_eq(&got, &set.get("C", q).unwrap()));
+    }
+}
