@@ -118,7 +118,7 @@ impl Broker {
             .map(|p| p.id.as_str())
             .collect();
         let metrics = Arc::new(observe::BrokerMetrics::new(&peer_ids));
-        let registry = processor::registry(&ctx, Some(&metrics));
+        let registry = processor::registry(&ctx, &metrics);
         let listener = Arc::new(ClientConnectionListener(Arc::clone(&ctx)));
         let bind_ip = ctx.config.bind_address;
         let addr = SocketAddr::new(bind_ip, ctx.config.listen_port);

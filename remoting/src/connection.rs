@@ -911,8 +911,14 @@ fn unencodable_response(
     response
 }
 
-/// Gives back a slot of the concurrent-request count when the processor task ends.
+/// Gives back a slot of the concurrent-request count when the waiting request ends.
 struct RunningGuard(Arc<AtomicUsize>);
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 /// What the reader shares with the runner of its connection's waiting requests.
 struct Waiting {
@@ -938,12 +944,6 @@ impl Future for WaitingRequest {
     ) -> Poll<Self::Output> {
         let meta = self.meta;
         self.work.poll_unpin(cx).map(|r| (meta, r.map_err(|_| ())))
-    }
-}
-
-impl Drop for RunningGuard {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

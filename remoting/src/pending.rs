@@ -87,10 +87,13 @@ impl<F: Future + Unpin> PendingQueue<F> {
                     _ => st.waker = Some(cx.waker().clone()),
                 }
             }
-            match running.poll_next_unpin(cx) {
-                Poll::Ready(Some(out)) => done(out),
-                Poll::Ready(None) => {}
-                Poll::Pending => return Poll::Pending,
+            // Every ready request before the lock is taken again: a commit completes many.
+            loop {
+                match running.poll_next_unpin(cx) {
+                    Poll::Ready(Some(out)) => done(out),
+                    Poll::Ready(None) => break,
+                    Poll::Pending => return Poll::Pending,
+                }
             }
         }
     }

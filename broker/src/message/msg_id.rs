@@ -253,37 +253,42 @@ impl UniqKeyText {
         }
     }
 
+    /// The inline bytes `self.len..self.len + n`, if still inline and they fit.
+    fn room(&mut self, n: usize) -> Option<&mut [u8]> {
+        match self.heap {
+            None => self.bytes.get_mut(self.len..self.len + n),
+            Some(_) => None,
+        }
+    }
+
+    /// The text moved to the heap (once), for what no longer fits inline.
+    fn spill(&mut self) -> &mut String {
+        let (bytes, len) = (&self.bytes, self.len);
+        self.heap.get_or_insert_with(|| {
+            let mut h = String::with_capacity(2 * UNIQ_KEY_INLINE);
+            h.push_str(std::str::from_utf8(&bytes[..len]).unwrap_or_default());
+            h
+        })
+    }
+
     fn push(&mut self, s: &str) {
-        if let Some(h) = &mut self.heap {
-            h.push_str(s);
-        } else if let Some(dst) = self.bytes.get_mut(self.len..self.len + s.len()) {
+        if let Some(dst) = self.room(s.len()) {
             dst.copy_from_slice(s.as_bytes());
             self.len += s.len();
         } else {
-            let mut h = String::with_capacity(self.len + s.len());
-            h.push_str(std::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default());
-            h.push_str(s);
-            self.heap = Some(h);
+            self.spill().push_str(s);
         }
     }
 
     fn push_hex(&mut self, b: &[u8]) {
-        const HEX: &[u8; 16] = b"0123456789ABCDEF";
-        let end = self.len + 2 * b.len();
-        match self.bytes.get_mut(self.len..end) {
-            Some(dst) if self.heap.is_none() => {
-                for (pair, &x) in dst.chunks_exact_mut(2).zip(b) {
-                    pair[0] = HEX[usize::from(x >> 4)];
-                    pair[1] = HEX[usize::from(x & 15)];
-                }
-                self.len = end;
+        if let Some(dst) = self.room(2 * b.len()) {
+            for (pair, &x) in dst.chunks_exact_mut(2).zip(b) {
+                pair[0] = HEX[usize::from(x >> 4)];
+                pair[1] = HEX[usize::from(x & 0xF)];
             }
-            _ => {
-                for &x in b {
-                    let pair = [HEX[usize::from(x >> 4)], HEX[usize::from(x & 15)]];
-                    self.push(std::str::from_utf8(&pair).unwrap_or_default());
-                }
-            }
+            self.len += 2 * b.len();
+        } else {
+            push_hex(self.spill(), b);
         }
     }
 

@@ -27,7 +27,7 @@ use observe::BrokerMetrics;
 /// The registry being built, with the metrics that send and pull answers go to.
 pub struct Registrar {
     registry: ProcessorRegistry,
-    metrics: Option<Arc<BrokerMetrics>>,
+    metrics: Arc<BrokerMetrics>,
 }
 
 fn register<F, Fut>(r: &mut Registrar, code: RequestCode, ctx: &Arc<BrokerContext>, f: F)
@@ -36,7 +36,7 @@ where
     Fut: Future<Output = Result<RemotingCommand, BrokerError>> + Send + 'static,
 {
     let ctx = Arc::clone(ctx);
-    let observer = r.metrics.as_ref().and_then(|m| Observer::for_code(m, code));
+    let observer = Observer::for_code(&r.metrics, code);
     r.registry.register(
         code,
         processor_fn(move |conn, req| {
@@ -61,14 +61,11 @@ where
 }
 
 /// Every request code the broker serves; send and pull answers are counted and timed in
-/// `metrics` when given.
-pub fn registry(
-    ctx: &Arc<BrokerContext>,
-    metrics: Option<&Arc<BrokerMetrics>>,
-) -> ProcessorRegistry {
+/// `metrics`.
+pub fn registry(ctx: &Arc<BrokerContext>, metrics: &Arc<BrokerMetrics>) -> ProcessorRegistry {
     let mut r = Registrar {
         registry: ProcessorRegistry::new(),
-        metrics: metrics.cloned(),
+        metrics: Arc::clone(metrics),
     };
     register(&mut r, RequestCode::SEND_MESSAGE, ctx, send::send);
     register(&mut r, RequestCode::SEND_MESSAGE_V2, ctx, send::send);
