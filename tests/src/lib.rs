@@ -9,3 +9,4 @@
 pub mod client;
 pub mod cluster;
 pub mod failover;
+pub mod send_load;

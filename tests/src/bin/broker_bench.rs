@@ -13,8 +13,8 @@
 //! depend on how much of the machine the run got. So is each phase's steal time (CPU time the
 //! hypervisor gave to other guests): a phase with much of it ran on less of the machine.
 //!
-//! The load generator builds each sender's request once and clones it per send, and runs its
-//! senders on one thread of their own (see [`run_senders`]), so the client spends as little
+//! The load generator encodes each sender's requests once and pipelines all senders over one
+//! connection from one thread of its own (`tests::send_load`), so the client spends as little
 //! CPU as it can on the cores it shares with the brokers.
 //!
 //! usage: broker_bench [SECONDS]   (default 5 per phase; BROKER_BENCH_BUSY_POLL_US=N turns on
@@ -30,8 +30,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use dledger_commitlog::runtime::{Ledger, LedgerOptions, LedgerRole};
-use tests::client::{Client, Queue, TIMEOUT};
+use remoting::RemotingCommand;
+use tests::client::{Client, Queue};
 use tests::cluster::{free_port, Bins, Group, NameSrv};
+use tests::send_load::run_pipelined_senders;
 
 const SENDERS: usize = 64;
 const BODY: usize = 1024;
@@ -386,73 +388,30 @@ async fn ledger_processes_rate(secs: u64, dir: &std::path::Path) -> anyhow::Resu
     })
 }
 
-/// The load generator: [`SENDERS`] tasks, each sending SEND_MESSAGE_V2 requests one after
-/// another (the next once the previous one is answered) and cycling over the queues, through
-/// one client of their own. Returns the latencies of the successful sends made while
-/// `measuring`.
-///
-/// It runs on a single-threaded runtime of its own (one OS thread, like one client event
-/// loop) while the ledger phases keep the default runtime: waking a sender or the
-/// connection's reader and writer tasks then never crosses threads (no futex wake-up of a
-/// parked worker per answer), and the requests the senders queue while the writer waits for
-/// its turn leave in one write, as from a Netty producer whose threads share a connection.
-async fn run_senders(
-    namesrv: SocketAddr,
-    queues: Arc<Vec<Queue>>,
-    stop: Arc<AtomicBool>,
-    measuring: Arc<AtomicBool>,
-    started: Arc<AtomicUsize>,
-) -> anyhow::Result<Vec<u64>> {
-    let c = Client::new(namesrv);
+/// The requests of each of the [`SENDERS`] senders, all to the one master of the benchmark's
+/// group: sender `w` cycles over the queues starting at queue `w`, so every queue gets the
+/// same share. Each request is built once and re-encoded per send with a fresh opaque.
+fn sender_requests(queues: &[Queue]) -> anyhow::Result<(SocketAddr, Vec<Vec<RemotingCommand>>)> {
+    let addr = queues
+        .first()
+        .ok_or_else(|| anyhow::anyhow!("no queues"))?
+        .addr;
+    anyhow::ensure!(
+        queues.iter().all(|q| q.addr == addr),
+        "the benchmark's queues span several masters"
+    );
     let body = vec![b'x'; BODY];
-    let mut tasks = Vec::new();
-    for w in 0..SENDERS {
-        let (c, qs, s, m, st) = (
-            c.clone(),
-            queues.clone(),
-            stop.clone(),
-            measuring.clone(),
-            started.clone(),
-        );
-        // Sender `w` cycles over the queues; its requests are built once and cloned per
-        // send (the clone shares the header fields and the body).
-        let reqs: Vec<_> = (0..qs.len())
-            .map(|k| {
-                let q = &qs[(w + k * SENDERS) % qs.len()];
-                (
-                    q.addr,
-                    Client::send_request(TOPIC, q.queue_id, &body, PROPERTIES),
-                )
-            })
-            .collect();
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
-            let mut i = 0usize;
-            let mut first = true;
-            while !s.load(Ordering::Relaxed) {
-                let (addr, req) = &reqs[i % reqs.len()];
-                let t = Instant::now();
-                if let Ok(r) = c.rc.invoke(*addr, req.clone(), TIMEOUT).await {
-                    if r.response_code() == remoting::ResponseCode::SUCCESS
-                        && m.load(Ordering::Relaxed)
-                    {
-                        lat.push(t.elapsed().as_micros() as u64);
-                    }
-                }
-                if first {
-                    first = false;
-                    st.fetch_add(1, Ordering::Relaxed);
-                }
-                i += 1;
-            }
-            lat
-        }));
-    }
-    let mut lat = Vec::new();
-    for t in tasks {
-        lat.extend(t.await?);
-    }
-    Ok(lat)
+    let requests = (0..SENDERS)
+        .map(|w| {
+            (0..queues.len())
+                .map(|k| {
+                    let q = &queues[(w + k * SENDERS) % queues.len()];
+                    Client::send_request(TOPIC, q.queue_id, &body, PROPERTIES)
+                })
+                .collect()
+        })
+        .collect();
+    Ok((addr, requests))
 }
 
 async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase, Vec<u64>)> {
@@ -505,23 +464,13 @@ async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase,
     let measuring = Arc::new(AtomicBool::new(false));
     let started = Arc::new(AtomicUsize::new(0));
     let senders = {
-        let (ns, qs, s, m, st) = (
-            ns.addr,
-            queues.clone(),
-            stop.clone(),
-            measuring.clone(),
-            started.clone(),
-        );
+        let (addr, requests) = sender_requests(&queues)?;
+        let (s, m, st) = (stop.clone(), measuring.clone(), started.clone());
         let (tx, rx) = tokio::sync::oneshot::channel();
         std::thread::Builder::new()
             .name("bench-senders".into())
             .spawn(move || {
-                let lat = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map_err(anyhow::Error::from)
-                    .and_then(|rt| rt.block_on(run_senders(ns, qs, s, m, st)));
-                let _ = tx.send(lat);
+                let _ = tx.send(run_pipelined_senders(addr, requests, &s, &m, &st));
             })?;
         rx
     };
@@ -549,7 +498,14 @@ async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase,
     let el = t0.elapsed().as_secs_f64();
     let steal = steal_between(ticks0, cpu_ticks());
     stop.store(true, Ordering::Relaxed);
-    let lat = senders.await??;
+    let outcome = senders.await??;
+    if outcome.failed > 0 {
+        eprintln!(
+            "{} sends were not answered SUCCESS (not counted)",
+            outcome.failed
+        );
+    }
+    let lat = outcome.latencies_us;
     let n = lat.len().max(1) as f64;
     Ok((
         Phase {
