@@ -191,7 +191,8 @@ fn busy_poll() -> Duration {
     Duration::from_micros(us)
 }
 
-/// `BROKER_BENCH_WORKERS` (default 0: the product default, one per core): runtime worker
+/// `BROKER_BENCH_WORKERS` (default 0: the product default, which for these all-loopback
+/// groups shares the cores among the 3 members, at least one each): runtime worker
 /// threads of every member process, the same on both sides (brokers: `runtimeWorkerThreads`;
 /// the `ledger_node` processes: `LEDGER_NODE_WORKERS`). The in-process group keeps the
 /// bench's own runtime.

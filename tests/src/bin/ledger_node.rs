@@ -65,12 +65,16 @@ async fn propose_loop(ledger: Ledger, body: Bytes, done: Arc<AtomicU64>) {
 fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
     // The broker's runtime shape: LEDGER_NODE_WORKERS read as `runtimeWorkerThreads`, by the
-    // broker's own rule (0 or unset: one per core, at least two).
+    // broker's own rule for a DLedger group with these peers (0 or unset: one per core, at
+    // least two, or the cores shared among the members when all of them are on loopback).
     let threads = broker::config::BrokerConfig {
         runtime_worker_threads: std::env::var("LEDGER_NODE_WORKERS")
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(0),
+        enable_dleger_commit_log: true,
+        dleger_peers: broker::config::parse_dledger_peers(&args.peers)
+            .map_err(anyhow::Error::msg)?,
         ..Default::default()
     }
     .worker_threads();
