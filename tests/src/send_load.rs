@@ -26,12 +26,12 @@ pub struct SendOutcome {
     pub failed: u64,
 }
 
-/// One logical sender: its requests, encoded once, and when its current one left.
+/// One logical sender: its requests, encoded once, how many it has sent and when its
+/// current one left.
 struct Sender {
     frames: Vec<FrameTemplate>,
     next: usize,
     sent_at: Instant,
-    answered_once: bool,
 }
 
 /// A request frame encoded once with a 10-digit placeholder opaque, and where those digits
@@ -65,18 +65,15 @@ impl FrameTemplate {
     fn write_with_opaque(&self, opaque: usize, out: &mut Vec<u8>) {
         let start = out.len();
         out.extend_from_slice(&self.bytes);
-        let digits = &mut out[start + self.opaque_at..start + self.opaque_at + 10];
-        let mut v = opaque;
-        for d in digits.iter_mut().rev() {
-            *d = b'0' + (v % 10) as u8;
-            v /= 10;
-        }
+        // OPAQUE_BASE <= opaque < i32::MAX: always 10 digits, as many as the placeholder.
+        out[start + self.opaque_at..start + self.opaque_at + 10]
+            .copy_from_slice(itoa::Buffer::new().format(opaque).as_bytes());
     }
 }
 
 /// Runs `requests.len()` senders against `addr` until `stop` is set. Sender `w` cycles
-/// through `requests[w]`; its sends carry opaques `w, w + n, w + 2n, ...` so an answer names
-/// its sender without a lookup table. `started` counts senders that have had an answer.
+/// through `requests[w]`; its sends carry opaques `B + w, B + n + w, B + 2n + w, ...`
+/// (`B` = [`OPAQUE_BASE`]) so an answer names its sender without a lookup table. `started` counts senders that have had an answer.
 pub fn run_pipelined_senders(
     addr: SocketAddr,
     requests: Vec<Vec<RemotingCommand>>,
@@ -102,7 +99,6 @@ pub fn run_pipelined_senders(
                 .collect::<anyhow::Result<_>>()?,
             next: 0,
             sent_at: Instant::now(),
-            answered_once: false,
         });
     }
     let mut out = Vec::with_capacity(256 * 1024);
@@ -159,8 +155,8 @@ pub fn run_pipelined_senders(
             } else {
                 outcome.failed += 1;
             }
-            if !s.answered_once {
-                s.answered_once = true;
+            // One send so far: this is the sender's first answer.
+            if s.next == 1 {
                 started.fetch_add(1, Ordering::Relaxed);
             }
             queue_next(s, w, &mut out);

@@ -391,7 +391,7 @@ async fn ledger_processes_rate(secs: u64, dir: &std::path::Path) -> anyhow::Resu
 
 /// The requests of each of the [`SENDERS`] senders, all to the one master of the benchmark's
 /// group: sender `w` cycles over the queues starting at queue `w`, so every queue gets the
-/// same share. Each request is built once and re-encoded per send with a fresh opaque.
+/// same share. The load generator encodes each request once (see `tests::send_load`).
 fn sender_requests(queues: &[Queue]) -> anyhow::Result<(SocketAddr, Vec<Vec<RemotingCommand>>)> {
     let addr = queues
         .first()
