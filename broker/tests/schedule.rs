@@ -44,7 +44,13 @@ async fn delayed_message_is_held_then_delivered_in_order() {
         .await;
         assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{:?}", r.remark());
     }
-    // Held in the schedule topic, queue 0 (level 1), tag code = delivery time.
+    // Held in the schedule topic, queue 0 (level 1), tag code = delivery time. Read from
+    // the store directly, so wait for dispatch (its own thread) to create the queue.
+    let store = &node.ctx().store;
+    wait_for("schedule queue", || {
+        store.consume_queues().get(SCHEDULE_TOPIC, 0).is_some()
+    })
+    .await;
     let cq = node
         .ctx()
         .store

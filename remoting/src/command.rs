@@ -13,7 +13,7 @@ use crate::frame::{self, RawFrame, SerializeType};
 use crate::header::{binary, json};
 use crate::headers::CommandHeader;
 
-pub use crate::ext_fields::{ExtFields, SortedExtFieldsBuilder};
+pub use crate::ext_fields::ExtFields;
 
 /// Flag bit 0: this frame is a response.
 pub const FLAG_RESPONSE: i32 = 0x1;

@@ -209,43 +209,37 @@ impl ExtFields {
     }
 }
 
-/// Builds an [`ExtFields`] from entries given in increasing key order (a typed header writing
-/// its fields in order): each is appended to one text buffer with one comparison and no
-/// search, and a value can be written in place (numbers, ids) instead of through a `String`.
-/// Keys given out of order are still placed right (searched, last value wins).
-pub struct SortedExtFieldsBuilder {
-    buf: ExtFieldsBuf,
-}
-
 impl ExtFields {
-    /// A builder with room for `entries` entries holding `text_bytes` bytes of keys and values.
-    pub fn sorted_builder(entries: usize, text_bytes: usize) -> SortedExtFieldsBuilder {
-        SortedExtFieldsBuilder {
-            buf: ExtFieldsBuf::with_capacity(entries, text_bytes),
+    /// The map of `pairs` given in key order, built in one pass: the text sized and
+    /// allocated once, each string scanned once for bytes JSON escapes, no search. For maps
+    /// built per message (the send answer). Pairs out of order or with a repeated key are
+    /// still placed correctly (by search, the last value winning), only slower.
+    pub fn from_sorted_pairs(pairs: &[(&str, &str)]) -> ExtFields {
+        let text_len = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let mut buf = ExtFieldsBuf::with_capacity(pairs.len(), text_len);
+        for &(key, value) in pairs {
+            let in_order = buf
+                .entries
+                .last()
+                .is_none_or(|last| cmp_keys(buf.key_bytes(last), key.as_bytes()).is_lt());
+            if !in_order {
+                buf.set(key, value);
+                continue;
+            }
+            let escape = scan::first_special(key.as_bytes()).is_some()
+                || scan::first_special(value.as_bytes()).is_some();
+            let start = buf.text.len();
+            buf.text.push_str(key);
+            buf.text.push_str(value);
+            let mid = start + key.len();
+            buf.live += key.len() + value.len();
+            buf.entries.push(Entry {
+                key: (start, mid),
+                value: (mid, buf.text.len()),
+                escape,
+            });
         }
-    }
-}
-
-impl SortedExtFieldsBuilder {
-    /// Adds `key -> value`.
-    pub fn push(&mut self, key: &str, value: &str) {
-        self.push_with(key, |text| text.push_str(value));
-    }
-
-    /// Adds `key` with the value `write` appends to the text it is given.
-    pub fn push_with(&mut self, key: &str, write: impl FnOnce(&mut String)) {
-        let k = self.buf.push_text(key);
-        let start = self.buf.text.len();
-        write(&mut self.buf.text);
-        let v = (start, self.buf.text.len());
-        let escape = scan::first_special(key.as_bytes()).is_some()
-            || scan::first_special(&self.buf.text.as_bytes()[start..]).is_some();
-        self.buf.set_spans(k, v, escape);
-    }
-
-    /// The map.
-    pub fn finish(self) -> ExtFields {
-        self.buf.into()
+        buf.into()
     }
 }
 
@@ -736,7 +730,7 @@ mod tests {
     }
 
     #[test]
-    fn the_sorted_builder_builds_the_same_map_as_set_in_any_key_order() {
+    fn sorted_pairs_build_the_same_map_as_set_in_any_key_order() {
         let entries = [
             ("MSG_REGION", "DefaultRegion"),
             ("TRACE_ON", "true"),
@@ -748,24 +742,17 @@ mod tests {
         for (k, v) in entries {
             expected.set(k, v);
         }
-        let mut b = ExtFields::sorted_builder(entries.len(), 64);
-        for (k, v) in entries {
-            b.push_with(k, |t| t.push_str(v));
-        }
-        let built = b.finish();
+        let built = ExtFields::from_sorted_pairs(&entries);
         assert_eq!(built, expected);
         assert_eq!(built.escape_text_len(), expected.escape_text_len());
+        assert_eq!(built.text_len(), expected.text_len());
         // Out of order and repeated keys: placed by search, the last value wins.
-        let mut b = ExtFields::sorted_builder(2, 16);
-        for (k, v) in [("b", "1"), ("a", "2"), ("b", "3")] {
-            b.push(k, v);
-        }
-        let built = b.finish();
+        let built = ExtFields::from_sorted_pairs(&[("b", "1"), ("a", "2"), ("b", "3")]);
         assert_eq!(
             built.iter().collect::<Vec<_>>(),
             vec![("a", "2"), ("b", "3")]
         );
-        assert!(ExtFields::sorted_builder(0, 0).finish().is_empty());
+        assert!(ExtFields::from_sorted_pairs(&[]).is_empty());
     }
 
     #[test]

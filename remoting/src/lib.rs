@@ -116,9 +116,7 @@ mod waiters;
 pub use client::{backoff_delay, ClientConfig, RemotingClient};
 pub use code::{LanguageCode, RequestCode, ResponseCode};
 pub use codec::RemotingCodec;
-pub use command::{
-    ExtFields, RemotingCommand, SortedExtFieldsBuilder, DEFAULT_VERSION, FLAG_ONEWAY, FLAG_RESPONSE,
-};
+pub use command::{ExtFields, RemotingCommand, DEFAULT_VERSION, FLAG_ONEWAY, FLAG_RESPONSE};
 pub use connection::{ConnectionConfig, ConnectionHandle, ConnectionId};
 pub use error::{FrameError, HeaderError, RemotingError, WireHeaderError};
 pub use frame::SerializeType;

@@ -16,21 +16,51 @@ fn push_hex(out: &mut String, bytes: &[u8]) {
     }
 }
 
-/// Appends the offset msgId of a record stored at `physical_offset` on `store_host` to `out`.
-pub fn write_offset_msg_id(out: &mut String, store_host: SocketAddr, physical_offset: i64) {
-    match store_host.ip().to_canonical() {
-        IpAddr::V4(v4) => push_hex(out, &v4.octets()),
-        IpAddr::V6(v6) => push_hex(out, &v6.octets()),
+/// Longest offset msgId: an IPv6 store host.
+const OFFSET_MSG_ID_MAX: usize = 56;
+
+/// An offset msgId formatted on the stack: the send answer carries one per message.
+pub struct OffsetMsgId {
+    bytes: [u8; OFFSET_MSG_ID_MAX],
+    len: usize,
+}
+
+impl OffsetMsgId {
+    /// The id of a record stored at `physical_offset` on `store_host`.
+    pub fn new(store_host: SocketAddr, physical_offset: i64) -> OffsetMsgId {
+        let mut id = OffsetMsgId {
+            bytes: [0; OFFSET_MSG_ID_MAX],
+            len: 0,
+        };
+        match store_host.ip().to_canonical() {
+            IpAddr::V4(v4) => id.push_hex(&v4.octets()),
+            IpAddr::V6(v6) => id.push_hex(&v6.octets()),
+        }
+        id.push_hex(&i32::from(store_host.port()).to_be_bytes());
+        id.push_hex(&physical_offset.to_be_bytes());
+        id
     }
-    push_hex(out, &i32::from(store_host.port()).to_be_bytes());
-    push_hex(out, &physical_offset.to_be_bytes());
+
+    fn push_hex(&mut self, bytes: &[u8]) {
+        for (&b, pair) in bytes.iter().zip(self.bytes[self.len..].chunks_exact_mut(2)) {
+            pair[0] = HEX[usize::from(b >> 4)];
+            pair[1] = HEX[usize::from(b & 0xF)];
+        }
+        self.len += 2 * bytes.len();
+    }
+
+    /// The id's text (32 hex chars for IPv4, 56 for IPv6).
+    pub fn as_str(&self) -> &str {
+        // Only hex digits were written.
+        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default()
+    }
 }
 
 /// The offset msgId (32 hex chars for IPv4, 56 for IPv6).
 pub fn offset_msg_id(store_host: SocketAddr, physical_offset: i64) -> String {
-    let mut s = String::with_capacity(56);
-    write_offset_msg_id(&mut s, store_host, physical_offset);
-    s
+    OffsetMsgId::new(store_host, physical_offset)
+        .as_str()
+        .to_owned()
 }
 
 fn hex_val(c: u8) -> Option<u8> {

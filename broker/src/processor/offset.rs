@@ -30,6 +30,7 @@ pub async fn query_consumer_offset(
         return Ok(RemotingCommand::success()
             .with_header(&QueryConsumerOffsetResponseHeader { offset: o }));
     }
+    ctx.store.catch_up_dispatch().await;
     let min = ctx.store.min_offset(&h.topic, h.queue_id);
     let has_data = ctx.store.max_offset(&h.topic, h.queue_id) > 0;
     if h.set_zero_if_not_found != Some(false) && min <= 0 && has_data {
@@ -61,6 +62,7 @@ pub async fn get_max_offset(
     req: RemotingCommand,
 ) -> Result<RemotingCommand, BrokerError> {
     let h: GetMaxOffsetRequestHeader = req.decode_header()?;
+    ctx.store.catch_up_dispatch().await;
     let offset = ctx.store.max_offset(&h.topic, h.queue_id);
     Ok(RemotingCommand::success().with_header(&OffsetResponseHeader { offset }))
 }
@@ -72,6 +74,7 @@ pub async fn get_min_offset(
     req: RemotingCommand,
 ) -> Result<RemotingCommand, BrokerError> {
     let h: GetMinOffsetRequestHeader = req.decode_header()?;
+    ctx.store.catch_up_dispatch().await;
     let offset = ctx.store.min_offset(&h.topic, h.queue_id);
     Ok(RemotingCommand::success().with_header(&OffsetResponseHeader { offset }))
 }
@@ -83,6 +86,7 @@ pub async fn get_earliest_msg_storetime(
     req: RemotingCommand,
 ) -> Result<RemotingCommand, BrokerError> {
     let h: GetEarliestMsgStoretimeRequestHeader = req.decode_header()?;
+    ctx.store.catch_up_dispatch().await;
     let timestamp = ctx.store.earliest_store_time(&h.topic, h.queue_id);
     Ok(
         RemotingCommand::success()
@@ -101,6 +105,7 @@ pub async fn search_offset_by_timestamp(
         .boundary_type
         .as_deref()
         .is_some_and(|b| b.eq_ignore_ascii_case("UPPER"));
+    ctx.store.catch_up_dispatch().await;
     let offset = ctx
         .store
         .offset_by_time(&h.topic, h.queue_id, h.timestamp, upper);

@@ -132,6 +132,8 @@ pub async fn pull(
             .unwrap_or_else(|| Subscription::from_expression(&h.topic, "*", 0))
     };
 
+    // A pull reads everything committed before it came, even what is not yet in its queue.
+    ctx.store.catch_up_dispatch().await;
     let mut r = lookup(&ctx, &h, &sub);
     let holdable = matches!(
         r.status,

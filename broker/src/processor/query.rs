@@ -36,6 +36,7 @@ pub async fn query_message(
 ) -> Result<RemotingCommand, BrokerError> {
     let h: QueryMessageRequestHeader = req.decode_header()?;
     let max = usize::try_from(h.max_num).unwrap_or(0).clamp(1, 64);
+    ctx.store.catch_up_dispatch().await;
     let (records, ts, phys) =
         ctx.store
             .query_by_key(&h.topic, &h.key, max, h.begin_timestamp, h.end_timestamp)?;

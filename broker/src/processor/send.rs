@@ -17,7 +17,7 @@ use remoting::{ConnectionHandle, ExtFields, RemotingCommand};
 
 use crate::context::{now_ms, BrokerContext, ServingRole};
 use crate::error::BrokerError;
-use crate::message::msg_id::{write_offset_msg_id, UniqKey};
+use crate::message::msg_id::{OffsetMsgId, UniqKey};
 use crate::message::properties::{self, keys};
 use crate::message::record::{
     encode_record, CrcCheck, MagicPolicy, MessageLimits, RecordFields, RecordView,
@@ -209,18 +209,13 @@ fn single_response(
     r: &PutOne,
     uniq: Option<&str>,
 ) -> RemotingCommand {
-    let phys = r.position.physical_offset();
-    success_fields(
-        ctx,
-        56,
-        |t| write_offset_msg_id(t, ctx.store_host, phys),
-        queue_id,
-        r.queue_offset,
-        uniq,
-    )
+    let id = OffsetMsgId::new(ctx.store_host, r.position.physical_offset());
+    success_response(ctx, id.as_str(), queue_id, r.queue_offset, uniq)
 }
 
 /// The answer to a send whose msgId text is `msg_id` (a batch: the ids joined with `,`).
+/// The fields are given in key order (upper case sorts first), numbers formatted on the
+/// stack, so the map is built in one pass.
 fn success_response(
     ctx: &BrokerContext,
     msg_id: &str,
@@ -228,46 +223,20 @@ fn success_response(
     queue_offset: i64,
     uniq: Option<&str>,
 ) -> RemotingCommand {
-    success_fields(
-        ctx,
-        msg_id.len(),
-        |t| t.push_str(msg_id),
-        queue_id,
-        queue_offset,
-        uniq,
-    )
-}
-
-/// SEND_MESSAGE response header fields, the msgId written by `msg_id` (at most
-/// `msg_id_len` bytes). The fields are given in key order (upper case sorts first), so the map
-/// is built by appending, and the numbers and the id are written straight into its text.
-fn success_fields(
-    ctx: &BrokerContext,
-    msg_id_len: usize,
-    msg_id: impl FnOnce(&mut String),
-    queue_id: i32,
-    queue_offset: i64,
-    uniq: Option<&str>,
-) -> RemotingCommand {
-    let region = ctx.config.region_id.as_str();
     let trace = if ctx.config.trace_on { "true" } else { "false" };
-    // Keys (~60 bytes), two numbers of at most 20 digits, the id, the region, the uniq key.
-    let size = 100 + msg_id_len + region.len() + uniq.map_or(0, str::len);
-    let mut fields = ExtFields::sorted_builder(6, size);
-    fields.push(keys::MSG_REGION, region);
-    fields.push(keys::TRACE_SWITCH, trace);
-    fields.push_with("msgId", msg_id);
-    fields.push_with("queueId", |t| {
-        t.push_str(itoa::Buffer::new().format(queue_id))
-    });
-    fields.push_with("queueOffset", |t| {
-        t.push_str(itoa::Buffer::new().format(queue_offset))
-    });
-    if let Some(u) = uniq {
-        fields.push("transactionId", u);
-    }
+    let mut queue_id_text = itoa::Buffer::new();
+    let mut queue_offset_text = itoa::Buffer::new();
+    let fields = [
+        (keys::MSG_REGION, ctx.config.region_id.as_str()),
+        (keys::TRACE_SWITCH, trace),
+        ("msgId", msg_id),
+        ("queueId", queue_id_text.format(queue_id)),
+        ("queueOffset", queue_offset_text.format(queue_offset)),
+        ("transactionId", uniq.unwrap_or_default()),
+    ];
+    let n = if uniq.is_some() { 6 } else { 5 };
     let mut resp = RemotingCommand::success();
-    *resp.ext_fields_mut() = fields.finish();
+    *resp.ext_fields_mut() = ExtFields::from_sorted_pairs(&fields[..n]);
     resp
 }
 

@@ -208,6 +208,29 @@ impl Dispatcher {
         ))
     }
 
+    /// Runs [`Dispatcher::run`] on a thread of its own (Java's ReputMessageService), so that
+    /// on the leader the reading back, parsing and queue writes of every committed record do
+    /// not share the thread that serves sends and drives the ledger: with one worker thread
+    /// per member (a group on one host) that thread is the group's bottleneck. It wakes once
+    /// per commit-mark change, not per record. The returned receiver resolves when the run
+    /// has ended (flushes included); a panic in it drops the sender instead.
+    pub fn spawn_thread(
+        self,
+        stop: CancellationToken,
+    ) -> std::io::Result<tokio::sync::oneshot::Receiver<()>> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()?;
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name("dispatcher".into())
+            .spawn(move || {
+                rt.block_on(self.run(stop));
+                let _ = done_tx.send(());
+            })?;
+        Ok(done_rx)
+    }
+
     /// Runs until `stop` is cancelled.
     pub async fn run(mut self, stop: CancellationToken) {
         let mut committed = self.log.commit_watch();

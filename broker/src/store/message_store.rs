@@ -12,15 +12,14 @@
 //! Reads: only committed and dispatched data ([`MessageStore::get_messages`]).
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::sync::{watch, Mutex, OwnedSemaphorePermit, Semaphore, TryAcquireError};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::commit_log::{min_physical_offset, LogPosition, ProposeFailure, ReplicatedLog};
@@ -28,6 +27,7 @@ use super::consume_queue::{ConsumeQueueSet, TimeBoundary};
 use super::delay_offsets::DelayOffsetTable;
 use super::dispatcher::{DispatchMark, Dispatcher};
 use super::index_file::{IndexConfig, KeyIndex};
+use super::inflight::{InflightPermit, InflightWindow, WindowError};
 use super::StoreError;
 use crate::config::BrokerConfig;
 use crate::error::{AppendRefusal, BrokerError};
@@ -110,6 +110,10 @@ pub struct StoreStats {
     pub got_messages: AtomicU64,
 }
 
+/// Longest a read waits for dispatch to reach the committed mark
+/// ([`MessageStore::catch_up_dispatch`]).
+pub const DISPATCH_CATCH_UP: Duration = Duration::from_millis(100);
+
 /// The store facade (cheap to share behind an `Arc`).
 pub struct MessageStore {
     log: Arc<dyn ReplicatedLog>,
@@ -118,12 +122,18 @@ pub struct MessageStore {
     delay_offsets: Arc<DelayOffsetTable>,
     /// Next queue offset per topic and queueId; a missing entry means "consume queue max".
     /// Keyed by topic first so a send looks its counter up without allocating a key.
-    queue_offsets: Mutex<QueueOffsets>,
+    /// A std lock, held only for the assignment and the proposal's first poll (never across
+    /// an await): a tokio mutex takes its waiter-list lock on every release, once more per
+    /// send.
+    queue_offsets: std::sync::Mutex<QueueOffsets>,
+    /// Serializes resyncs, which wait and so cannot hold `queue_offsets`.
+    resync_gate: tokio::sync::Mutex<()>,
     resync_needed: AtomicBool,
-    inflight: Arc<Semaphore>,
+    inflight: InflightWindow,
     dispatched: watch::Receiver<DispatchMark>,
     stop: CancellationToken,
-    dispatcher_task: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Resolves once the dispatcher's thread has finished (see `Dispatcher::spawn_thread`).
+    dispatcher_done: std::sync::Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
     /// `brokerIP1:listenPort` written into STOREHOSTADDRESS.
     pub store_host: SocketAddr,
     /// Whether the store has been shut down (writes refused).
@@ -141,7 +151,7 @@ fn now_ms() -> i64 {
 
 impl MessageStore {
     /// Opens consume queues and the index under `storePathRootDir`, recovers dispatch and
-    /// starts the dispatcher task. Must run inside a tokio runtime.
+    /// starts the dispatcher's thread.
     pub fn open(
         cfg: &BrokerConfig,
         log: Arc<dyn ReplicatedLog>,
@@ -162,18 +172,21 @@ impl MessageStore {
             Arc::clone(&delay_offsets),
         )?;
         let stop = CancellationToken::new();
-        let task = tokio::spawn(dispatcher.run(stop.clone()));
+        let done = dispatcher
+            .spawn_thread(stop.clone())
+            .map_err(StoreError::io(&cfg.consume_queue_dir()))?;
         Ok(Arc::new(MessageStore {
             log,
             cqs,
             index,
             delay_offsets,
-            queue_offsets: Mutex::new(HashMap::new()),
+            queue_offsets: std::sync::Mutex::new(HashMap::new()),
+            resync_gate: tokio::sync::Mutex::new(()),
             resync_needed: AtomicBool::new(false),
-            inflight: Arc::new(Semaphore::new(MAX_INFLIGHT_PROPOSALS)),
+            inflight: InflightWindow::new(MAX_INFLIGHT_PROPOSALS),
             dispatched,
             stop,
-            dispatcher_task: std::sync::Mutex::new(Some(task)),
+            dispatcher_done: std::sync::Mutex::new(Some(done)),
             store_host,
             shut_down: AtomicBool::new(false),
             stats: StoreStats::default(),
@@ -201,6 +214,25 @@ impl MessageStore {
         self.dispatched.clone()
     }
 
+    /// Waits until everything committed by now is in the consume queues and the key index,
+    /// at most [`DISPATCH_CATCH_UP`]. The dispatcher runs on its own thread and trails the
+    /// committed mark by a batch, so a read that comes right after an answered send (its
+    /// queue's max offset, a pull at the offset it returned, a key lookup) would otherwise
+    /// miss that send; Java answers such a read from wherever its ReputMessageService is. The
+    /// bound keeps reads answering while dispatch replays a long log or stalls on a disk
+    /// error. Returns at once when dispatch has caught up (the usual case); true when it
+    /// waited.
+    pub async fn catch_up_dispatch(&self) -> bool {
+        let target = self.log.committed_mark().end_pos;
+        let mut rx = self.dispatched.clone();
+        if rx.borrow().end_pos >= target {
+            return false;
+        }
+        let caught_up = rx.wait_for(|m| m.end_pos >= target);
+        let _ = tokio::time::timeout(DISPATCH_CATCH_UP, caught_up).await;
+        true
+    }
+
     /// Ledger end/committed index, committed end position and dispatched position.
     pub fn water_marks(&self) -> WaterMarks {
         let committed = self.log.committed_mark();
@@ -216,7 +248,7 @@ impl MessageStore {
     /// at its consume queue's max offset, and correct min offsets against the log. Call only
     /// when dispatch has caught up with the log (the role machine guarantees it).
     pub async fn recover_topic_queue_table(&self) {
-        let mut table = self.queue_offsets.lock().await;
+        let mut table = self.lock_offsets();
         table.clear();
         self.resync_needed.store(false, Ordering::Release);
         drop(table);
@@ -231,7 +263,7 @@ impl MessageStore {
     /// Java. Records stay in the replicated log. Holds the offset-table lock so no send on
     /// the topic assigns offsets meanwhile.
     pub async fn delete_topic(&self, topic: &str) -> Result<(), StoreError> {
-        let mut table = self.queue_offsets.lock().await;
+        let mut table = self.lock_offsets();
         table.remove(topic);
         let r = self.cqs.remove_topic(topic);
         drop(table);
@@ -244,28 +276,19 @@ impl MessageStore {
         &self,
         topic: &str,
         queue_id: i32,
-        mut record: BytesMut,
+        record: BytesMut,
         take_offset: bool,
     ) -> Result<PutOne, BrokerError> {
         let _permit = self.admit(1).await?;
-        let (queue_offset, proposal) = {
-            let mut table = self.queue_offsets.lock().await;
-            if self.resync_needed.load(Ordering::Acquire) {
-                Box::pin(self.resync(&mut table)).await?;
-            }
-            let base = next_queue_offset(&table, &self.cqs, topic, queue_id, take_offset);
-            if take_offset {
-                patch_queue_offset(&mut record, base)?;
-            }
-            let proposal = self
-                .propose_first_poll(record)
-                .await
-                .map_err(propose_error)?;
-            if take_offset {
-                advance_queue_offset(&mut table, topic, queue_id, base + 1);
-            }
-            (base, proposal)
-        };
+        if self.resync_needed.load(Ordering::Acquire) {
+            Box::pin(self.resync()).await?;
+        }
+        let mut record = Some(record);
+        let (queue_offset, proposal) = std::future::poll_fn(|cx| {
+            let record = record.take().unwrap_or_default();
+            Poll::Ready(self.assign_and_propose(cx, topic, queue_id, record, take_offset))
+        })
+        .await?;
         match proposal.wait().await {
             Ok(position) => {
                 self.stats.put_messages.fetch_add(1, Ordering::Relaxed);
@@ -294,46 +317,33 @@ impl MessageStore {
         let n = records.len();
         let _permit = self.admit(n).await?;
         let mut pending = Vec::with_capacity(n);
-        let first_queue_offset;
-        {
-            let mut table = self.queue_offsets.lock().await;
-            if self.resync_needed.load(Ordering::Acquire) {
-                Box::pin(self.resync(&mut table)).await?;
+        if self.resync_needed.load(Ordering::Acquire) {
+            Box::pin(self.resync()).await?;
+        }
+        let (first_queue_offset, failure) = std::future::poll_fn(|cx| {
+            Poll::Ready(self.assign_and_propose_all(
+                cx,
+                topic,
+                queue_id,
+                &mut records,
+                take_offsets,
+                &mut pending,
+            ))
+        })
+        .await?;
+        if let Some(e) = failure {
+            let accepted = pending.len();
+            if accepted == 0 {
+                return Err(propose_error(e));
             }
-            let base = next_queue_offset(&table, &self.cqs, topic, queue_id, take_offsets);
-            first_queue_offset = base;
-            let mut accepted = 0i64;
-            let mut failure = None;
-            for rec in records.iter_mut() {
-                if take_offsets {
-                    patch_queue_offset(rec, base + accepted)?;
-                }
-                match self.propose_first_poll(rec.split()).await {
-                    Ok(p) => pending.push(p),
-                    Err(e) => {
-                        failure = Some(e);
-                        break;
-                    }
-                }
-                accepted += 1;
+            // Part of a batch is in the log: wait for it, then report the batch as
+            // indeterminate.
+            for p in pending {
+                let _ = p.wait().await;
             }
-            if take_offsets && accepted > 0 {
-                advance_queue_offset(&mut table, topic, queue_id, base + accepted);
-            }
-            if let Some(e) = failure {
-                drop(table);
-                if accepted == 0 {
-                    return Err(propose_error(e));
-                }
-                // Part of a batch is in the log: wait for it, then report the batch as
-                // indeterminate.
-                for p in pending {
-                    let _ = p.wait().await;
-                }
-                return Err(BrokerError::AppendIndeterminate(format!(
-                    "batch partially appended ({accepted} of {n}): {e:?}"
-                )));
-            }
+            return Err(BrokerError::AppendIndeterminate(format!(
+                "batch partially appended ({accepted} of {n}): {e:?}"
+            )));
         }
 
         let mut positions = Vec::with_capacity(n);
@@ -366,36 +376,98 @@ impl MessageStore {
     /// Checks the store is open and takes `n` in-flight permits. Permits are nearly always
     /// free: only a full window pays for the timed wait (boxed, so the common path's future
     /// stays small).
-    async fn admit(&self, n: usize) -> Result<OwnedSemaphorePermit, BrokerError> {
+    async fn admit(&self, n: usize) -> Result<InflightPermit, BrokerError> {
         if self.shut_down.load(Ordering::Acquire) {
             return Err(BrokerError::ServiceNotAvailable("store shut down".into()));
         }
-        let permits = u32::try_from(n.max(1)).unwrap_or(u32::MAX);
-        match Arc::clone(&self.inflight).try_acquire_many_owned(permits) {
-            Ok(p) => Ok(p),
-            Err(TryAcquireError::Closed) => {
-                Err(BrokerError::ServiceNotAvailable("store shut down".into()))
+        let taken = match self.inflight.try_take(n.max(1)) {
+            Err(WindowError::Full) => {
+                Box::pin(self.inflight.take(n.max(1), Duration::from_secs(3))).await
             }
-            Err(TryAcquireError::NoPermits) => Box::pin(tokio::time::timeout(
-                Duration::from_secs(3),
-                Arc::clone(&self.inflight).acquire_many_owned(permits),
-            ))
-            .await
-            .map_err(|_| {
-                BrokerError::AppendRefused(AppendRefusal::Busy(
-                    "too many proposals in flight".into(),
-                ))
-            })?
-            .map_err(|_| BrokerError::ServiceNotAvailable("store shut down".into())),
-        }
+            other => other,
+        };
+        taken.map_err(|e| match e {
+            WindowError::Full => BrokerError::AppendRefused(AppendRefusal::Busy(
+                "too many proposals in flight".into(),
+            )),
+            WindowError::Closed => BrokerError::ServiceNotAvailable("store shut down".into()),
+        })
     }
 
-    /// Creates the proposal of `record` and polls it once (the log orders entries by first
-    /// poll; call with the offsets lock held). `Err` is a definite refusal: nothing was
-    /// appended.
-    async fn propose_first_poll(&self, record: BytesMut) -> Result<Proposal, ProposeFailure> {
+    fn lock_offsets(&self) -> std::sync::MutexGuard<'_, QueueOffsets> {
+        // A panic while holding it cannot leave a counter half-written (single map writes).
+        self.queue_offsets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Under the offsets lock: gives `record` the queue's next offset (if it takes one),
+    /// proposes it and polls the proposal once with the send's own context `cx` (the log
+    /// orders entries by first poll, so offsets follow log order, R12).
+    fn assign_and_propose(
+        &self,
+        cx: &mut Context<'_>,
+        topic: &str,
+        queue_id: i32,
+        mut record: BytesMut,
+        take_offset: bool,
+    ) -> Result<(i64, Proposal), BrokerError> {
+        let mut table = self.lock_offsets();
+        let base = next_queue_offset(&table, &self.cqs, topic, queue_id, take_offset);
+        if take_offset {
+            patch_queue_offset(&mut record, base)?;
+        }
+        let proposal = self.propose_polled(cx, record).map_err(propose_error)?;
+        if take_offset {
+            advance_queue_offset(&mut table, topic, queue_id, base + 1);
+        }
+        Ok((base, proposal))
+    }
+
+    /// [`MessageStore::assign_and_propose`] for consecutive records of one queue: the
+    /// proposals go to `pending`; stops at the first definite refusal, which it returns with
+    /// the first queue offset (the queue advances by the records accepted).
+    fn assign_and_propose_all(
+        &self,
+        cx: &mut Context<'_>,
+        topic: &str,
+        queue_id: i32,
+        records: &mut [BytesMut],
+        take_offsets: bool,
+        pending: &mut Vec<Proposal>,
+    ) -> Result<(i64, Option<ProposeFailure>), BrokerError> {
+        let mut table = self.lock_offsets();
+        let base = next_queue_offset(&table, &self.cqs, topic, queue_id, take_offsets);
+        let mut accepted = 0i64;
+        let mut failure = None;
+        for rec in records.iter_mut() {
+            if take_offsets {
+                patch_queue_offset(rec, base + accepted)?;
+            }
+            match self.propose_polled(cx, rec.split()) {
+                Ok(p) => pending.push(p),
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+            accepted += 1;
+        }
+        if take_offsets && accepted > 0 {
+            advance_queue_offset(&mut table, topic, queue_id, base + accepted);
+        }
+        Ok((base, failure))
+    }
+
+    /// Creates the proposal of `record` and polls it once with `cx`. `Err` is a definite
+    /// refusal: nothing was appended.
+    fn propose_polled(
+        &self,
+        cx: &mut Context<'_>,
+        record: BytesMut,
+    ) -> Result<Proposal, ProposeFailure> {
         let mut fut = self.log.propose(record.freeze());
-        match poll_once(&mut fut).await {
+        match fut.as_mut().poll(cx) {
             // Only a definite refusal means nothing was appended.
             Poll::Ready(Err(e)) if !e.is_indeterminate() => Err(e),
             Poll::Ready(r) => Ok(Proposal::Done(r)),
@@ -415,14 +487,18 @@ impl MessageStore {
 
     /// Waits (bounded) for in-flight proposals to settle and dispatch to catch up, then
     /// restarts every counter from its consume queue.
-    async fn resync(&self, table: &mut QueueOffsets) -> Result<(), BrokerError> {
+    async fn resync(&self) -> Result<(), BrokerError> {
+        let _gate = self.resync_gate.lock().await;
+        if !self.resync_needed.load(Ordering::Acquire) {
+            return Ok(()); // another send resynced while this one waited
+        }
         let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
         let mut rx = self.dispatched.clone();
         loop {
             // This request holds its own permits; everything else must be back.
-            let others_idle = self.inflight.available_permits() + 1 >= MAX_INFLIGHT_PROPOSALS;
+            let others_idle = self.inflight.available() + 1 >= MAX_INFLIGHT_PROPOSALS;
             if others_idle && self.water_marks().caught_up() {
-                table.clear();
+                self.lock_offsets().clear();
                 self.resync_needed.store(false, Ordering::Release);
                 tracing::info!("queue offsets resynced from consume queues");
                 return Ok(());
@@ -636,13 +712,13 @@ impl MessageStore {
         }
         self.inflight.close();
         self.stop.cancel();
-        let task = self
-            .dispatcher_task
+        let done = self
+            .dispatcher_done
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
-        if let Some(t) = task {
-            let _ = t.await;
+        if let Some(d) = done {
+            let _ = d.await;
         }
         self.log.shutdown().await;
     }
@@ -650,6 +726,14 @@ impl MessageStore {
     /// The record's physical offset for an entry position.
     pub fn physical_offset_of(pos: &LogPosition) -> i64 {
         pos.pos + DLEDGER_ENTRY_HEADER_LEN
+    }
+}
+
+impl Drop for MessageStore {
+    /// A store dropped without [`MessageStore::shutdown`] (tests, a failed start) still ends
+    /// its dispatcher thread, which holds the log and the queues.
+    fn drop(&mut self) {
+        self.stop.cancel();
     }
 }
 
@@ -695,11 +779,6 @@ impl Proposal {
             Proposal::Waiting(f) => f.await,
         }
     }
-}
-
-/// Polls `fut` exactly once.
-async fn poll_once<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
-    std::future::poll_fn(|cx| Poll::Ready(std::pin::Pin::new(&mut *fut).poll(cx))).await
 }
 
 /// Maps a ledger failure to the broker error (broker-roles.md §7).

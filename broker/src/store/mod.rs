@@ -9,6 +9,7 @@ pub mod data_version;
 pub mod delay_offsets;
 pub mod dispatcher;
 pub mod index_file;
+pub mod inflight;
 pub mod ledger_log;
 pub mod long_poll;
 mod mapped_words;
