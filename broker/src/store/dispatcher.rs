@@ -218,16 +218,30 @@ impl Dispatcher {
         self,
         stop: CancellationToken,
     ) -> std::io::Result<tokio::sync::oneshot::Receiver<()>> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()?;
         let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+        let (built_tx, built_rx) = std::sync::mpsc::channel();
+        // The runtime is built (and dropped) on its own thread: a runtime must not be dropped
+        // inside another one's context, as it would be here if the spawn failed.
         std::thread::Builder::new()
             .name("dispatcher".into())
             .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_time()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = built_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = built_tx.send(Ok(()));
                 rt.block_on(self.run(stop));
                 let _ = done_tx.send(());
             })?;
+        built_rx
+            .recv()
+            .map_err(|_| std::io::Error::other("dispatcher thread ended at start"))??;
         Ok(done_rx)
     }
 
