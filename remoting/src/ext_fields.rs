@@ -218,26 +218,11 @@ impl ExtFields {
         let text_len = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
         let mut buf = ExtFieldsBuf::with_capacity(pairs.len(), text_len);
         for &(key, value) in pairs {
-            let in_order = buf
-                .entries
-                .last()
-                .is_none_or(|last| cmp_keys(buf.key_bytes(last), key.as_bytes()).is_lt());
-            if !in_order {
-                buf.set(key, value);
-                continue;
-            }
             let escape = scan::first_special(key.as_bytes()).is_some()
                 || scan::first_special(value.as_bytes()).is_some();
-            let start = buf.text.len();
-            buf.text.push_str(key);
-            buf.text.push_str(value);
-            let mid = start + key.len();
-            buf.live += key.len() + value.len();
-            buf.entries.push(Entry {
-                key: (start, mid),
-                value: (mid, buf.text.len()),
-                escape,
-            });
+            let k = buf.push_text(key);
+            let v = buf.push_text(value);
+            buf.set_spans(k, v, escape);
         }
         buf.into()
     }

@@ -9,10 +9,16 @@ use super::MessageError;
 
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
 
+/// The two uppercase hex digits of `b`.
+fn hex_pair(b: u8) -> [u8; 2] {
+    [HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xF)]]
+}
+
 fn push_hex(out: &mut String, bytes: &[u8]) {
     for &b in bytes {
-        out.push(HEX[usize::from(b >> 4)] as char);
-        out.push(HEX[usize::from(b & 0xF)] as char);
+        let [hi, lo] = hex_pair(b);
+        out.push(char::from(hi));
+        out.push(char::from(lo));
     }
 }
 
@@ -43,8 +49,7 @@ impl OffsetMsgId {
 
     fn push_hex(&mut self, bytes: &[u8]) {
         for (&b, pair) in bytes.iter().zip(self.bytes[self.len..].chunks_exact_mut(2)) {
-            pair[0] = HEX[usize::from(b >> 4)];
-            pair[1] = HEX[usize::from(b & 0xF)];
+            pair.copy_from_slice(&hex_pair(b));
         }
         self.len += 2 * bytes.len();
     }

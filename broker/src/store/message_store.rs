@@ -220,17 +220,15 @@ impl MessageStore {
     /// queue's max offset, a pull at the offset it returned, a key lookup) would otherwise
     /// miss that send; Java answers such a read from wherever its ReputMessageService is. The
     /// bound keeps reads answering while dispatch replays a long log or stalls on a disk
-    /// error. Returns at once when dispatch has caught up (the usual case); true when it
-    /// waited.
-    pub async fn catch_up_dispatch(&self) -> bool {
+    /// error. Returns at once when dispatch has caught up (the usual case).
+    pub async fn catch_up_dispatch(&self) {
         let target = self.log.committed_mark().end_pos;
         let mut rx = self.dispatched.clone();
         if rx.borrow().end_pos >= target {
-            return false;
+            return;
         }
         let caught_up = rx.wait_for(|m| m.end_pos >= target);
         let _ = tokio::time::timeout(DISPATCH_CATCH_UP, caught_up).await;
-        true
     }
 
     /// Ledger end/committed index, committed end position and dispatched position.
@@ -380,10 +378,9 @@ impl MessageStore {
         if self.shut_down.load(Ordering::Acquire) {
             return Err(BrokerError::ServiceNotAvailable("store shut down".into()));
         }
-        let taken = match self.inflight.try_take(n.max(1)) {
-            Err(WindowError::Full) => {
-                Box::pin(self.inflight.take(n.max(1), Duration::from_secs(3))).await
-            }
+        let n = n.max(1);
+        let taken = match self.inflight.try_take(n) {
+            Err(WindowError::Full) => Box::pin(self.inflight.take(n, Duration::from_secs(3))).await,
             other => other,
         };
         taken.map_err(|e| match e {
