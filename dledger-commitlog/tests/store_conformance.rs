@@ -283,6 +283,51 @@ fn readers_see_committed_entries_only_and_by_physical_offset() {
 }
 
 #[test]
+fn committed_runs_walk_the_files_and_match_entry_by_entry_reads() {
+    for (name, b) in Backend::both() {
+        let mut s = b.open(&small_cfg()).unwrap();
+        fill(&mut s, 200);
+        assert!(b.data_files().len() > 5, "{name}: the run crosses files");
+        s.advance_committed(Index(150));
+        let r = s.reader();
+        for from in [0u64, 1, 37, 150] {
+            let mut seen = Vec::new();
+            let n = r
+                .with_committed_run(Index(from), Index(150), |e| {
+                    seen.push((e.index, e.pos, e.body.to_vec()));
+                    true
+                })
+                .unwrap();
+            assert_eq!(n, 151 - from, "{name}: from {from}");
+            for (k, (index, pos, bd)) in seen.iter().enumerate() {
+                let e = r.get(Index(from + k as u64)).unwrap();
+                assert_eq!((*index, *pos), (e.index, e.pos), "{name}");
+                assert_eq!(bd.as_slice(), e.body.as_ref(), "{name}");
+            }
+        }
+        let mut handed = 0;
+        let n = r
+            .with_committed_run(Index(3), Index(100), |_| {
+                handed += 1;
+                handed < 10
+            })
+            .unwrap();
+        assert_eq!((n, handed), (10, 10), "{name}: stops when told");
+        assert!(
+            matches!(
+                r.with_committed_run(Index(140), Index(151), |_| true),
+                Err(StoreError::IndexOutOfRange { .. })
+            ),
+            "{name}: the whole run must be committed"
+        );
+        assert_eq!(
+            r.with_committed_run(Index(9), Index(8), |_| true).unwrap(),
+            0
+        );
+    }
+}
+
+#[test]
 fn get_range_is_bounded_by_count_and_bytes() {
     for (_, b) in Backend::both() {
         let mut s = b.open(&small_cfg()).unwrap();

@@ -73,6 +73,22 @@ pub struct Dispatcher {
     stalled_at: Option<i64>,
 }
 
+/// How a run of [`Dispatcher::dispatch_run`] ended.
+enum Run {
+    /// Every entry of the run was dispatched.
+    Complete,
+    /// A record's consume-queue write failed on the filesystem (logged): dispatch stalls
+    /// there and retries.
+    Stalled,
+    /// The run stopped at an entry it could not read; [`Dispatcher::dispatch_one`] reads it
+    /// alone, which reports why.
+    Short,
+}
+
+/// Entries between publications of dispatch progress (a power of two): held pulls of busy
+/// queues wake at least this often while dispatch catches up.
+const PUBLISH_EVERY: i64 = 256;
+
 /// Entries between progress lines while re-dispatching after a restart.
 const REPLAY_PROGRESS_EVERY: i64 = 100_000;
 
@@ -253,51 +269,23 @@ impl Dispatcher {
             let target = committed.borrow_and_update().index;
             let mut progressed = None;
             while self.next_index <= target {
-                // Each entry is read in place (no copy) and dispatched inside the read.
-                let mut outcome = None;
-                let read = log.with_committed_entry(self.next_index, &mut |e| {
-                    outcome = Some((e.index, e.end_pos(), self.dispatch(e)));
-                });
-                match (read, outcome) {
-                    (Ok(true), Some((index, end_pos, dispatched))) => {
-                        if let Err(err) = dispatched {
-                            // Not skipped: consumers would never see the message. Retried
-                            // (below, every 200 ms) until the disk accepts it again.
-                            if self.stalled_at != Some(index) {
-                                self.stalled_at = Some(index);
-                                tracing::error!(index, error = %err, "consume-queue dispatch failed; dispatch stalls here and retries");
-                            }
+                // Runs end at each multiple of PUBLISH_EVERY, where progress is published.
+                let last = target.min(self.next_index | (PUBLISH_EVERY - 1));
+                match self.dispatch_run(&*log, last, &mut progressed) {
+                    Run::Complete => {}
+                    Run::Stalled => break,
+                    Run::Short => {
+                        if !self.dispatch_one(&*log, &mut progressed) {
                             break;
                         }
-                        if self.stalled_at.take().is_some() {
-                            tracing::info!(index, "consume-queue dispatch resumed");
-                        }
-                        self.delay_offsets.mark_dispatched_through(index);
-                        self.cqs.note_dispatched_through(end_pos);
-                        if index <= self.replay_until {
-                            self.note_replayed(index);
-                        }
-                        progressed = Some(DispatchMark { index, end_pos });
-                        self.next_index += 1;
-                        // Publish in chunks so long polls wake early under heavy load.
-                        if self.next_index % 256 == 0 {
-                            if let Some(m) = progressed.take() {
-                                self.publish(m);
-                            }
-                            tokio::task::yield_now().await;
-                        }
                     }
-                    (Ok(_), _) => {
-                        tracing::warn!(
-                            index = self.next_index,
-                            "committed entry not readable; retrying"
-                        );
-                        break;
+                }
+                // Publish in chunks so long polls wake early under heavy load.
+                if self.next_index % PUBLISH_EVERY == 0 {
+                    if let Some(m) = progressed.take() {
+                        self.publish(m);
                     }
-                    (Err(e), _) => {
-                        tracing::error!(index = self.next_index, error = %e, "reading committed entry failed");
-                        break;
-                    }
+                    tokio::task::yield_now().await;
                 }
             }
             if let Some(m) = progressed {
@@ -315,6 +303,93 @@ impl Dispatcher {
         }
         if let Err(e) = self.index.flush() {
             tracing::error!(error = %e, "flushing index at shutdown failed");
+        }
+    }
+
+    /// Dispatches the committed entries from `next_index` through `last` as one run over the
+    /// log's files (no index lookup per entry).
+    fn dispatch_run(
+        &mut self,
+        log: &dyn ReplicatedLog,
+        last: i64,
+        progressed: &mut Option<DispatchMark>,
+    ) -> Run {
+        let mut failed = None;
+        let _ =
+            log.with_committed_entries(self.next_index, last, &mut |e| match self.dispatch(e) {
+                Ok(()) => {
+                    *progressed = Some(self.dispatched(e.index, e.end_pos()));
+                    true
+                }
+                Err(err) => {
+                    failed = Some((e.index, err));
+                    false
+                }
+            });
+        if let Some((index, err)) = failed {
+            self.stall(index, &err);
+            return Run::Stalled;
+        }
+        if self.next_index > last {
+            Run::Complete
+        } else {
+            Run::Short
+        }
+    }
+
+    /// Reads and dispatches entry `next_index` alone; false (logged) when it could not.
+    fn dispatch_one(
+        &mut self,
+        log: &dyn ReplicatedLog,
+        progressed: &mut Option<DispatchMark>,
+    ) -> bool {
+        let mut outcome = None;
+        let read = log.with_committed_entry(self.next_index, &mut |e| {
+            outcome = Some((e.index, e.end_pos(), self.dispatch(e)));
+        });
+        match (read, outcome) {
+            (Ok(true), Some((index, end_pos, Ok(())))) => {
+                *progressed = Some(self.dispatched(index, end_pos));
+                true
+            }
+            (Ok(true), Some((index, _, Err(err)))) => {
+                self.stall(index, &err);
+                false
+            }
+            (Ok(_), _) => {
+                tracing::warn!(
+                    index = self.next_index,
+                    "committed entry not readable; retrying"
+                );
+                false
+            }
+            (Err(e), _) => {
+                tracing::error!(index = self.next_index, error = %e, "reading committed entry failed");
+                false
+            }
+        }
+    }
+
+    /// Bookkeeping after entry `index` (ending at `end_pos`) was dispatched; its mark.
+    fn dispatched(&mut self, index: i64, end_pos: i64) -> DispatchMark {
+        if self.stalled_at.take().is_some() {
+            tracing::info!(index, "consume-queue dispatch resumed");
+        }
+        self.delay_offsets.mark_dispatched_through(index);
+        self.cqs.note_dispatched_through(end_pos);
+        if index <= self.replay_until {
+            self.note_replayed(index);
+        }
+        self.next_index += 1;
+        DispatchMark { index, end_pos }
+    }
+
+    /// A record whose consume-queue write failed on the filesystem: not skipped (consumers
+    /// would never see the message) but retried, every 200 ms, until the disk accepts it.
+    fn stall(&mut self, index: i64, err: &super::StoreError) {
+        if self.stalled_at != Some(index) {
+            self.stalled_at = Some(index);
+            tracing::error!(index, error = %err, "consume-queue dispatch failed; dispatch stalls here and retries");
         }
     }
 

@@ -163,6 +163,33 @@ impl ReplicatedLog for LedgerLog {
         }
     }
 
+    /// One walk over the data files (`StoreReader::with_committed_run`): no index read,
+    /// data-file lookup or reference count per entry.
+    fn with_committed_entries(
+        &self,
+        from: i64,
+        last: i64,
+        f: &mut dyn FnMut(LogEntryRef<'_>) -> bool,
+    ) -> Result<u64, String> {
+        let (Ok(from), Ok(last)) = (u64::try_from(from), u64::try_from(last)) else {
+            return Ok(0);
+        };
+        let run = self
+            .reader
+            .with_committed_run(Index(from), Index(last), |e| {
+                f(LogEntryRef {
+                    index: e.index.raw(),
+                    pos: e.pos.raw(),
+                    body: e.body,
+                })
+            });
+        match run {
+            Ok(n) => Ok(n),
+            Err(rt::StoreError::IndexOutOfRange { .. }) => Ok(0),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     fn read_message(&self, phys: i64) -> Option<Bytes> {
         let phys = u64::try_from(phys).ok()?;
         self.reader.read_message(phys).ok()

@@ -73,6 +73,24 @@ impl StoreReader {
         self.sh.with_entry(index, f)
     }
 
+    /// [`StoreReader::with_committed`] for the run of committed entries `from..=last`, in
+    /// order, walking the data files instead of looking each entry up through the index;
+    /// stops early when `f` answers false and returns how many entries `f` was handed. The
+    /// whole run must be committed (`IndexOutOfRange` otherwise, before any entry).
+    pub fn with_committed_run(
+        &self,
+        from: Index,
+        last: Index,
+        f: impl FnMut(EntryRef<'_>) -> bool,
+    ) -> Result<u64, StoreError> {
+        if last < from {
+            return Ok(0);
+        }
+        self.check_committed(from)?;
+        self.check_committed(last)?;
+        self.sh.with_entries(from, last, f)
+    }
+
     /// `IndexOutOfRange` unless `index` is in the log and committed.
     fn check_committed(&self, index: Index) -> Result<(), StoreError> {
         let committed = self.committed_index();

@@ -179,6 +179,49 @@ impl Shared {
         .map_err(|e| StoreError::io("read", seg.name(), e))
     }
 
+    /// Hands entries `from..=last` to `f` in log order, borrowed from their data files, until
+    /// `f` answers false; returns how many it was handed. The index is read where the walk
+    /// starts and where it crosses into another data file; in between, each next header is
+    /// the one right after the previous entry and must name the next index and its own
+    /// position (as [`Shared::with_entry`] checks through the index). For a reader of long
+    /// runs (the broker's dispatcher) this saves an index read, two data-file lookups and
+    /// their reference counts per entry. The body CRC is not verified.
+    pub(crate) fn with_entries(
+        &self,
+        from: Index,
+        last: Index,
+        mut f: impl FnMut(EntryRef<'_>) -> bool,
+    ) -> Result<u64, StoreError> {
+        let mut handed = 0;
+        let mut index = from;
+        while index <= last {
+            let (ie, seg, mut header) = self.locate(index)?;
+            check_agrees(index, &ie, header.index, header.term, header.size)?;
+            loop {
+                let pos = header.pos;
+                let off = pos.0 - seg.start();
+                let more = seg
+                    .with_slice(off + HEADER_BYTES as u64, header.body_len(), |body| {
+                        f(EntryRef { index, pos, body })
+                    })
+                    .map_err(|e| StoreError::io("read", seg.name(), e))?;
+                handed += 1;
+                index = index.next();
+                if !more || index > last {
+                    return Ok(handed);
+                }
+                // The next entry, if it follows in this file; anything else (the end of
+                // the file, a header that does not fit) is located through the index.
+                let next = Pos(pos.0 + u64::from(header.size));
+                match checked_header(&seg, next) {
+                    Ok(h) if h.index == index => header = h,
+                    _ => break,
+                }
+            }
+        }
+        Ok(handed)
+    }
+
     /// Reads entry `index` through the index and checks that both agree.
     pub(crate) fn entry(&self, index: Index) -> Result<StoredEntry, StoreError> {
         let (ie, seg, header) = self.locate(index)?;
