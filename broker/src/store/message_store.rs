@@ -410,14 +410,23 @@ impl MessageStore {
         take_offset: bool,
     ) -> Result<(i64, Proposal), BrokerError> {
         let mut table = self.lock_offsets();
-        let base = next_queue_offset(&table, &self.cqs, topic, queue_id, take_offset);
-        if take_offset {
+        if !take_offset {
+            let proposal = self.propose_polled(cx, record).map_err(propose_error)?;
+            return Ok((0, proposal));
+        }
+        // The usual case, a queue that already has its counter: one lookup reads it and, once
+        // the proposal is accepted, moves it on.
+        if let Some(next) = table.get_mut(topic).and_then(|q| q.get_mut(&queue_id)) {
+            let base = *next;
             patch_queue_offset(&mut record, base)?;
+            let proposal = self.propose_polled(cx, record).map_err(propose_error)?;
+            *next = base + 1;
+            return Ok((base, proposal));
         }
+        let base = self.cqs.max_offset(topic, queue_id);
+        patch_queue_offset(&mut record, base)?;
         let proposal = self.propose_polled(cx, record).map_err(propose_error)?;
-        if take_offset {
-            advance_queue_offset(&mut table, topic, queue_id, base + 1);
-        }
+        advance_queue_offset(&mut table, topic, queue_id, base + 1);
         Ok((base, proposal))
     }
 
