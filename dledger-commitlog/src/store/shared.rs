@@ -211,10 +211,12 @@ impl Shared {
                     return Ok(handed);
                 }
                 // The next entry, if it follows in this file; anything else (the end of
-                // the file, a header that does not fit) is located through the index.
+                // the file, a blank, a header that does not fit) is located through the
+                // index. No stale entry can sit there: a truncation zeroes everything past
+                // its cut (and recovery past the last valid entry), and terms never go down.
                 let next = Pos(pos.0 + u64::from(header.size));
                 match checked_header(&seg, next) {
-                    Ok(h) if h.index == index => header = h,
+                    Ok(h) if h.index == index && h.term >= header.term => header = h,
                     _ => break,
                 }
             }
