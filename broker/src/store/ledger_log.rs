@@ -149,18 +149,8 @@ impl ReplicatedLog for LedgerLog {
         let Ok(i) = u64::try_from(index) else {
             return Ok(false);
         };
-        let read = self.reader.with_committed(Index(i), |e| {
-            f(LogEntryRef {
-                index: e.index.raw(),
-                pos: e.pos.raw(),
-                body: e.body,
-            })
-        });
-        match read {
-            Ok(()) => Ok(true),
-            Err(rt::StoreError::IndexOutOfRange { .. }) => Ok(false),
-            Err(e) => Err(e.to_string()),
-        }
+        let read = self.reader.with_committed(Index(i), |e| f(log_entry(e)));
+        Ok(readable(read)?.is_some())
     }
 
     /// One walk over the data files (`StoreReader::with_committed_run`): no index read,
@@ -176,18 +166,8 @@ impl ReplicatedLog for LedgerLog {
         };
         let run = self
             .reader
-            .with_committed_run(Index(from), Index(last), |e| {
-                f(LogEntryRef {
-                    index: e.index.raw(),
-                    pos: e.pos.raw(),
-                    body: e.body,
-                })
-            });
-        match run {
-            Ok(n) => Ok(n),
-            Err(rt::StoreError::IndexOutOfRange { .. }) => Ok(0),
-            Err(e) => Err(e.to_string()),
-        }
+            .with_committed_run(Index(from), Index(last), |e| f(log_entry(e)));
+        Ok(readable(run)?.unwrap_or(0))
     }
 
     fn read_message(&self, phys: i64) -> Option<Bytes> {
@@ -209,5 +189,24 @@ impl ReplicatedLog for LedgerLog {
 
     fn status(&self) -> Option<rt::LedgerStatus> {
         Some(self.ledger.status())
+    }
+}
+
+/// The broker's view of an entry borrowed from the ledger's files.
+fn log_entry(e: rt::EntryRef<'_>) -> LogEntryRef<'_> {
+    LogEntryRef {
+        index: e.index.raw(),
+        pos: e.pos.raw(),
+        body: e.body,
+    }
+}
+
+/// A committed read's outcome: `None` when the entries are not (or no longer) committed in
+/// this member's log, an error text for anything else that went wrong.
+fn readable<T>(read: Result<T, rt::StoreError>) -> Result<Option<T>, String> {
+    match read {
+        Ok(v) => Ok(Some(v)),
+        Err(rt::StoreError::IndexOutOfRange { .. }) => Ok(None),
+        Err(e) => Err(e.to_string()),
     }
 }
