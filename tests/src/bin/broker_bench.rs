@@ -35,6 +35,10 @@ use tests::client::{Client, Queue};
 use tests::cluster::{free_port, Bins, Group, NameSrv};
 use tests::send_load::run_pipelined_senders;
 
+/// The broker's allocator (see `mqbroker`), for the in-process ledger group measured here.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const SENDERS: usize = 64;
 const BODY: usize = 1024;
 const TOPIC: &str = "BenchTopic";

@@ -62,6 +62,11 @@ async fn propose_loop(ledger: Ledger, body: Bytes, done: Arc<AtomicU64>) {
     }
 }
 
+/// The broker's allocator (see `mqbroker`), so the baseline differs from the broker only in
+/// what the broker adds.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
     // The broker's runtime shape: LEDGER_NODE_WORKERS read as `runtimeWorkerThreads`, by the
