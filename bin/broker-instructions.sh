@@ -46,7 +46,9 @@ for f in "$work"/out/cg.*.1; do
   totals="$(callgrind_annotate --inclusive=yes --threshold=100 --tree=caller "$f" 2>/dev/null)"
   ir="$(awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}' <<<"$totals")"
   msgs="$(grep -oE 'ConsumeQueue::append \([0-9,]+x\)' <<<"$totals" | head -n 1 | grep -oE '[0-9,]+' | tr -d , || true)"
-  allocs="$(awk '/\*  .*malloc\.c:malloc \[/ {exit} /< .*__rdl_alloc \(/ {s=$0; sub(/.*\(/, "", s); sub(/x\).*/, "", s); gsub(",", "", s); n+=s} END {print n+0}' <<<"$totals")"
+  # Heap allocations: the calls of Rust's global allocator entry point (`__rust_alloc`),
+  # summed over its callers, whichever allocator is behind it.
+  allocs="$(awk '/^$/ {n=0} /< .*\([0-9,]+x\)/ {s=$0; sub(/.*\(/, "", s); sub(/x\).*/, "", s); gsub(",", "", s); n+=s} /\*  .*:__rustc::__rust_alloc \[/ {print n+0; found=1; exit} END {if (!found) print 0}' <<<"$totals")"
   msgs="${msgs:-0}"
   if [ "$msgs" -gt 0 ]; then
     printf '%-10s %12d %14d %12d %12.1f\n' "$(basename "$f" .1)" "$msgs" "$ir" "$(( ir / msgs ))" \
