@@ -10,7 +10,10 @@
 //! record encoder). Each baseline is measured before and after the broker phase (in mirrored
 //! order) and its ratio uses the mean, so load from other processes on the machine affects
 //! both sides alike. CPU time per message (from /proc) is printed for both sides: it does not
-//! depend on how much of the machine the run got. So is each phase's steal time (CPU time the
+//! depend on how much of the machine the run got. The part of it spent pre-faulting the log's
+//! pages is printed apart, and a CPU ratio without it: on this kind of VM first-touch page
+//! clearing costs several times more when the memory was not used recently, so it can differ
+//! between phases that write the same bytes per entry, and it moves the other ratios with it. So is each phase's steal time (CPU time the
 //! hypervisor gave to other guests): a phase with much of it ran on less of the machine.
 //!
 //! The load generator encodes each sender's requests once and pipelines all senders over one
@@ -80,16 +83,49 @@ fn stored_record_like_broker() -> anyhow::Result<Bytes> {
 
 /// utime + stime of a process, in seconds (0 if it cannot be read).
 fn cpu_seconds(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat_cpu_seconds(&stat),
+        Err(_) => 0.0,
+    }
+}
+
+/// utime + stime, in seconds, of a /proc `stat` line (process or thread; 0 if malformed).
+fn stat_cpu_seconds(stat: &str) -> f64 {
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+    let Some(rest) = stat.rfind(')').and_then(|i| stat.get(i + 2..)) else {
         return 0.0;
     };
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     (ticks(11) + ticks(12)) / CLOCK_TICKS_PER_SEC
+}
+
+/// Thread names (as /proc shows them, cut to 15 bytes) of the log's page pre-faulting: the
+/// data files' preallocation and population threads of dledger-commitlog's store.
+const PREFAULT_THREADS: [&str; 2] = ["dledger-prealloc", "dledger-populate"];
+
+/// CPU seconds (utime + stime) of the threads of `pid` that pre-fault the log's pages (see
+/// [`PREFAULT_THREADS`]); 0 if none can be read.
+fn prefault_cpu_seconds(pid: u32) -> f64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    let mut total = 0.0;
+    for t in tasks.flatten() {
+        let dir = t.path();
+        let Ok(comm) = std::fs::read_to_string(dir.join("comm")) else {
+            continue;
+        };
+        let comm = comm.trim_end();
+        if comm.is_empty() || !PREFAULT_THREADS.iter().any(|n| n.starts_with(comm)) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(dir.join("stat")) else {
+            continue;
+        };
+        total += stat_cpu_seconds(&stat);
+    }
+    total
 }
 
 /// Children of this process whose command is `it-mqbroker`.
@@ -125,6 +161,10 @@ struct Phase {
     cpu_per_msg: f64,
     /// CPU seconds per message of the load generator (broker phase only).
     client_cpu_per_msg: f64,
+    /// The part of `cpu_per_msg` spent pre-faulting the log's pages ([`PREFAULT_THREADS`]):
+    /// first-touch page clearing, whose cost per page varies several times over with how
+    /// recently the VM's memory was used, so it is shown apart.
+    prefault_per_msg: f64,
     /// Share of the machine's CPU time the hypervisor gave to others while measuring: a phase
     /// with much of it ran on less machine than the others (its rate, not its CPU per
     /// message, suffers).
@@ -161,9 +201,10 @@ fn steal_between(a: (u64, u64), b: (u64, u64)) -> f64 {
 /// Prints one baseline phase: `layout` is the group's, `when` before or after the broker's.
 fn report_baseline(layout: &str, when: &str, p: &Phase) {
     println!(
-        "raw ledger propose, {layout} ({when}): {:.0} entries/s; CPU {:.1} us/entry; steal {:.0}%",
+        "raw ledger propose, {layout} ({when}): {:.0} entries/s; CPU {:.1} us/entry (of which {:.1} pre-faulting log pages); steal {:.0}%",
         p.rate,
         p.cpu_per_msg * 1e6,
+        p.prefault_per_msg * 1e6,
         p.steal * 100.0
     );
 }
@@ -260,12 +301,14 @@ async fn ledger_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<Phase> 
     // Same warm-up as the broker phase.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let n0 = done.load(Ordering::Relaxed);
-    let cpu0 = cpu_seconds(std::process::id());
+    let me = std::process::id();
+    let (cpu0, pre0) = (cpu_seconds(me), prefault_cpu_seconds(me));
     let ticks0 = cpu_ticks();
     let t0 = Instant::now();
     tokio::time::sleep(Duration::from_secs(secs)).await;
     let n = done.load(Ordering::Relaxed) - n0;
-    let cpu = cpu_seconds(std::process::id()) - cpu0;
+    let cpu = cpu_seconds(me) - cpu0;
+    let prefault = prefault_cpu_seconds(me) - pre0;
     let el = t0.elapsed().as_secs_f64();
     let steal = steal_between(ticks0, cpu_ticks());
     stop.store(true, Ordering::Relaxed);
@@ -279,6 +322,7 @@ async fn ledger_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<Phase> 
         rate: n as f64 / el,
         cpu_per_msg: cpu / (n.max(1) as f64),
         client_cpu_per_msg: 0.0,
+        prefault_per_msg: prefault / (n.max(1) as f64),
         steal,
     })
 }
@@ -350,6 +394,13 @@ impl LedgerProcesses {
     fn cpu_seconds(&self) -> f64 {
         self.children.iter().map(|c| cpu_seconds(c.id())).sum()
     }
+
+    fn prefault_cpu_seconds(&self) -> f64 {
+        self.children
+            .iter()
+            .map(|c| prefault_cpu_seconds(c.id()))
+            .sum()
+    }
 }
 
 impl Drop for LedgerProcesses {
@@ -376,11 +427,19 @@ async fn ledger_processes_rate(secs: u64, dir: &std::path::Path) -> anyhow::Resu
     }
     // Same warm-up as the other phases.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (n0, cpu0) = (group.committed(), group.cpu_seconds());
+    let (n0, cpu0, pre0) = (
+        group.committed(),
+        group.cpu_seconds(),
+        group.prefault_cpu_seconds(),
+    );
     let ticks0 = cpu_ticks();
     let t0 = Instant::now();
     tokio::time::sleep(Duration::from_secs(secs)).await;
-    let (n1, cpu1) = (group.committed(), group.cpu_seconds());
+    let (n1, cpu1, pre1) = (
+        group.committed(),
+        group.cpu_seconds(),
+        group.prefault_cpu_seconds(),
+    );
     let el = t0.elapsed().as_secs_f64();
     let steal = steal_between(ticks0, cpu_ticks());
     drop(group);
@@ -389,6 +448,7 @@ async fn ledger_processes_rate(secs: u64, dir: &std::path::Path) -> anyhow::Resu
         rate: n as f64 / el,
         cpu_per_msg: (cpu1 - cpu0) / (n.max(1) as f64),
         client_cpu_per_msg: 0.0,
+        prefault_per_msg: (pre1 - pre0) / (n.max(1) as f64),
         steal,
     })
 }
@@ -487,19 +547,20 @@ async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase,
     }
     // Let every sender get going before measuring.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let cpu = || -> (f64, f64) {
+    let cpu = || -> (f64, f64, f64) {
         (
             brokers.iter().map(|p| cpu_seconds(*p)).sum(),
             cpu_seconds(std::process::id()),
+            brokers.iter().map(|p| prefault_cpu_seconds(*p)).sum(),
         )
     };
     measuring.store(true, Ordering::Relaxed);
-    let (b0, c0) = cpu();
+    let (b0, c0, p0) = cpu();
     let ticks0 = cpu_ticks();
     let t0 = Instant::now();
     tokio::time::sleep(Duration::from_secs(secs)).await;
     measuring.store(false, Ordering::Relaxed);
-    let (b1, c1) = cpu();
+    let (b1, c1, p1) = cpu();
     let el = t0.elapsed().as_secs_f64();
     let steal = steal_between(ticks0, cpu_ticks());
     stop.store(true, Ordering::Relaxed);
@@ -517,6 +578,7 @@ async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase,
             rate: lat.len() as f64 / el,
             cpu_per_msg: (b1 - b0) / n,
             client_cpu_per_msg: (c1 - c0) / n,
+            prefault_per_msg: (p1 - p0) / n,
             steal,
         },
         lat,
@@ -531,9 +593,10 @@ fn report_broker(b: &Phase, lat: &mut [u64]) {
         percentile(lat, 0.999),
     );
     println!(
-        "broker send: {:.0} msg/s ({SENDERS} senders, {BODY} B bodies, 3 broker processes); latency p50 {p50} us, p99 {p99} us, p99.9 {p999} us; CPU {:.1} us/msg in the brokers (+{:.1} us/msg in the load generator); steal {:.0}%",
+        "broker send: {:.0} msg/s ({SENDERS} senders, {BODY} B bodies, 3 broker processes); latency p50 {p50} us, p99 {p99} us, p99.9 {p999} us; CPU {:.1} us/msg in the brokers (of which {:.1} pre-faulting log pages; +{:.1} us/msg in the load generator); steal {:.0}%",
         b.rate,
         b.cpu_per_msg * 1e6,
+        b.prefault_per_msg * 1e6,
         b.client_cpu_per_msg * 1e6,
         b.steal * 100.0
     );
@@ -602,10 +665,15 @@ async fn main() -> anyhow::Result<()> {
     ] {
         let raw = (before.rate + after.rate) / 2.0;
         let raw_cpu = (before.cpu_per_msg + after.cpu_per_msg) / 2.0;
+        let raw_prefault = (before.prefault_per_msg + after.prefault_per_msg) / 2.0;
+        // The broker side with its load generator, which the ledger side has no need of.
+        let broker_cpu = b.cpu_per_msg + b.client_cpu_per_msg;
         println!(
-            "ratio broker/ledger vs {name}: {:.2} (goal >= 0.70; mean ledger rate {raw:.0}/s); CPU per message ledger/broker = {:.2}",
+            "ratio broker/ledger vs {name}: {:.2} (goal >= 0.70; mean ledger rate {raw:.0}/s); CPU per message ledger/broker = {:.2}, with the load generator {:.2}, and without pre-faulting log pages {:.2}",
             b.rate / raw,
-            raw_cpu / b.cpu_per_msg.max(f64::MIN_POSITIVE)
+            raw_cpu / b.cpu_per_msg.max(f64::MIN_POSITIVE),
+            raw_cpu / broker_cpu.max(f64::MIN_POSITIVE),
+            (raw_cpu - raw_prefault) / (broker_cpu - b.prefault_per_msg).max(f64::MIN_POSITIVE)
         );
     }
     Ok(())
