@@ -168,15 +168,7 @@ impl Shared {
     ) -> Result<R, StoreError> {
         let (ie, seg, header) = self.locate(index)?;
         check_agrees(index, &ie, header.index, header.term, header.size)?;
-        let off = ie.pos.0 - seg.start();
-        seg.with_slice(off + HEADER_BYTES as u64, header.body_len(), |body| {
-            f(EntryRef {
-                index,
-                pos: ie.pos,
-                body,
-            })
-        })
-        .map_err(|e| StoreError::io("read", seg.name(), e))
+        with_body(&seg, &header, f)
     }
 
     /// Hands entries `from..=last` to `f` in log order, borrowed from their data files, until
@@ -198,13 +190,7 @@ impl Shared {
             let (ie, seg, mut header) = self.locate(index)?;
             check_agrees(index, &ie, header.index, header.term, header.size)?;
             loop {
-                let pos = header.pos;
-                let off = pos.0 - seg.start();
-                let more = seg
-                    .with_slice(off + HEADER_BYTES as u64, header.body_len(), |body| {
-                        f(EntryRef { index, pos, body })
-                    })
-                    .map_err(|e| StoreError::io("read", seg.name(), e))?;
+                let more = with_body(&seg, &header, &mut f)?;
                 handed += 1;
                 index = index.next();
                 if !more || index > last {
@@ -214,7 +200,7 @@ impl Shared {
                 // the file, a blank, a header that does not fit) is located through the
                 // index. No stale entry can sit there: a truncation zeroes everything past
                 // its cut (and recovery past the last valid entry), and terms never go down.
-                let next = Pos(pos.0 + u64::from(header.size));
+                let next = Pos(header.pos.0 + u64::from(header.size));
                 match checked_header(&seg, next) {
                     Ok(h) if h.index == index && h.term >= header.term => header = h,
                     _ => break,
@@ -246,6 +232,24 @@ impl Shared {
         })?;
         Ok((ie, seg, header))
     }
+}
+
+/// Hands the entry of `seg` whose checked header (see [`checked_header`]) is `header` to `f`,
+/// its body borrowed in place.
+fn with_body<R>(
+    seg: &Arc<Segment>,
+    header: &EntryHeader,
+    f: impl FnOnce(EntryRef<'_>) -> R,
+) -> Result<R, StoreError> {
+    let off = header.pos.0 - seg.start();
+    seg.with_slice(off + HEADER_BYTES as u64, header.body_len(), |body| {
+        f(EntryRef {
+            index: header.index,
+            pos: header.pos,
+            body,
+        })
+    })
+    .map_err(|e| StoreError::io("read", seg.name(), e))
 }
 
 /// `IndexDataMismatch` unless the entry found for `index` (its index, term and size) is the
