@@ -185,8 +185,8 @@ pub trait ReplicatedLog: Send + Sync + 'static {
         }
     }
     /// [`ReplicatedLog::with_committed_entry`] for each committed entry `from..=last` in
-    /// order, until `f` answers false or an entry cannot be read (the caller then reads that
-    /// one alone to learn why); returns how many entries `f` was handed. Logs that store
+    /// order, until `f` answers false or an entry cannot be read: `Ok` when the next one is
+    /// not (or no longer) readable, the error text when reading it failed. Logs that store
     /// entries one after another override it to walk their files instead of looking each
     /// entry up.
     fn with_committed_entries(
@@ -194,19 +194,14 @@ pub trait ReplicatedLog: Send + Sync + 'static {
         from: i64,
         last: i64,
         f: &mut dyn FnMut(LogEntryRef<'_>) -> bool,
-    ) -> Result<u64, String> {
-        let mut handed = 0;
+    ) -> Result<(), String> {
         for index in from..=last {
             let mut more = true;
-            if !self.with_committed_entry(index, &mut |e| more = f(e))? {
-                break;
-            }
-            handed += 1;
-            if !more {
+            if !self.with_committed_entry(index, &mut |e| more = f(e))? || !more {
                 break;
             }
         }
-        Ok(handed)
+        Ok(())
     }
     /// The record at physical offset `phys` if it is committed.
     fn read_message(&self, phys: i64) -> Option<Bytes>;

@@ -73,18 +73,6 @@ pub struct Dispatcher {
     stalled_at: Option<i64>,
 }
 
-/// How a run of [`Dispatcher::dispatch_run`] ended.
-enum Run {
-    /// Every entry of the run was dispatched.
-    Complete,
-    /// A record's consume-queue write failed on the filesystem (logged): dispatch stalls
-    /// there and retries.
-    Stalled,
-    /// The run stopped at an entry it could not read; [`Dispatcher::dispatch_one`] reads it
-    /// alone, which reports why.
-    Short,
-}
-
 /// Entries between publications of dispatch progress (a power of two): held pulls of busy
 /// queues wake at least this often while dispatch catches up.
 const PUBLISH_EVERY: i64 = 256;
@@ -271,14 +259,8 @@ impl Dispatcher {
             while self.next_index <= target {
                 // Runs end at each multiple of PUBLISH_EVERY, where progress is published.
                 let last = target.min(self.next_index | (PUBLISH_EVERY - 1));
-                match self.dispatch_run(&*log, last, &mut progressed) {
-                    Run::Complete => {}
-                    Run::Stalled => break,
-                    Run::Short => {
-                        if !self.dispatch_one(&*log, &mut progressed) {
-                            break;
-                        }
-                    }
+                if !self.dispatch_run(&*log, last, &mut progressed) {
+                    break;
                 }
                 // Publish in chunks so long polls wake early under heavy load.
                 if self.next_index % PUBLISH_EVERY == 0 {
@@ -307,15 +289,17 @@ impl Dispatcher {
     }
 
     /// Dispatches the committed entries from `next_index` through `last` as one run over the
-    /// log's files (no index lookup per entry).
+    /// log's files (no index lookup per entry); false (logged) when it stopped short: at a
+    /// record whose consume-queue write failed, or at an entry it could not read. Either is
+    /// retried (below, every 200 ms).
     fn dispatch_run(
         &mut self,
         log: &dyn ReplicatedLog,
         last: i64,
         progressed: &mut Option<DispatchMark>,
-    ) -> Run {
+    ) -> bool {
         let mut failed = None;
-        let _ =
+        let read =
             log.with_committed_entries(self.next_index, last, &mut |e| match self.dispatch(e) {
                 Ok(()) => {
                     *progressed = Some(self.dispatched(e.index, e.end_pos()));
@@ -328,46 +312,21 @@ impl Dispatcher {
             });
         if let Some((index, err)) = failed {
             self.stall(index, &err);
-            return Run::Stalled;
+            return false;
         }
         if self.next_index > last {
-            Run::Complete
-        } else {
-            Run::Short
+            return true;
         }
-    }
-
-    /// Reads and dispatches entry `next_index` alone; false (logged) when it could not.
-    fn dispatch_one(
-        &mut self,
-        log: &dyn ReplicatedLog,
-        progressed: &mut Option<DispatchMark>,
-    ) -> bool {
-        let mut outcome = None;
-        let read = log.with_committed_entry(self.next_index, &mut |e| {
-            outcome = Some((e.index, e.end_pos(), self.dispatch(e)));
-        });
-        match (read, outcome) {
-            (Ok(true), Some((index, end_pos, Ok(())))) => {
-                *progressed = Some(self.dispatched(index, end_pos));
-                true
-            }
-            (Ok(true), Some((index, _, Err(err)))) => {
-                self.stall(index, &err);
-                false
-            }
-            (Ok(_), _) => {
-                tracing::warn!(
-                    index = self.next_index,
-                    "committed entry not readable; retrying"
-                );
-                false
-            }
-            (Err(e), _) => {
-                tracing::error!(index = self.next_index, error = %e, "reading committed entry failed");
-                false
+        match read {
+            Ok(()) => tracing::warn!(
+                index = self.next_index,
+                "committed entry not readable; retrying"
+            ),
+            Err(e) => {
+                tracing::error!(index = self.next_index, error = %e, "reading committed entry failed")
             }
         }
+        false
     }
 
     /// Bookkeeping after entry `index` (ending at `end_pos`) was dispatched; its mark.
