@@ -414,19 +414,19 @@ impl MessageStore {
             let proposal = self.propose_polled(cx, record).map_err(propose_error)?;
             return Ok((0, proposal));
         }
-        // The usual case, a queue that already has its counter: one lookup reads it and, once
-        // the proposal is accepted, moves it on.
-        if let Some(next) = table.get_mut(topic).and_then(|q| q.get_mut(&queue_id)) {
-            let base = *next;
-            patch_queue_offset(&mut record, base)?;
-            let proposal = self.propose_polled(cx, record).map_err(propose_error)?;
-            *next = base + 1;
-            return Ok((base, proposal));
-        }
-        let base = self.cqs.max_offset(topic, queue_id);
+        // A queue that already has its counter (the usual case): one lookup reads it and,
+        // once the proposal is accepted, moves it on.
+        let known = table.get_mut(topic).and_then(|q| q.get_mut(&queue_id));
+        let base = match known.as_deref() {
+            Some(&next) => next,
+            None => self.cqs.max_offset(topic, queue_id),
+        };
         patch_queue_offset(&mut record, base)?;
         let proposal = self.propose_polled(cx, record).map_err(propose_error)?;
-        advance_queue_offset(&mut table, topic, queue_id, base + 1);
+        match known {
+            Some(next) => *next = base + 1,
+            None => advance_queue_offset(&mut table, topic, queue_id, base + 1),
+        }
         Ok((base, proposal))
     }
 
