@@ -163,6 +163,14 @@ impl Segment {
         }
     }
 
+    /// A hint to load `[off, off+len)` (segment-relative) into the CPU cache before it is
+    /// read (mmap only; clipped to the file; no effect on correctness).
+    pub(crate) fn prefetch(&self, off: u64, len: usize) {
+        if let Backing::Mmap(m) = &self.backing {
+            m.prefetch(clamp(off), len);
+        }
+    }
+
     /// Pre-faults `[off, off+len)` of a new, unpublished segment (mmap only; memory segments
     /// have no page tables).
     pub(crate) fn populate(&self, off: u64, len: u64) {
