@@ -215,6 +215,39 @@ impl ExtFields {
     /// built per message (the send answer). Pairs out of order or with a repeated key are
     /// still placed correctly (by search, the last value winning), only slower.
     pub fn from_sorted_pairs(pairs: &[(&str, &str)]) -> ExtFields {
+        let in_order = pairs
+            .windows(2)
+            .all(|w| cmp_keys(w[0].0.as_bytes(), w[1].0.as_bytes()).is_lt());
+        if !in_order {
+            return Self::from_pairs_searching(pairs);
+        }
+        let text_len = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let mut buf = ExtFieldsBuf::with_capacity(pairs.len(), text_len);
+        for &(key, value) in pairs {
+            let k = buf.push_text(key);
+            let v = buf.push_text(value);
+            buf.entries.push(Entry {
+                key: k,
+                value: v,
+                escape: false,
+            });
+        }
+        buf.live = text_len;
+        // One scan over all the text; per-entry flags only when something needs escaping.
+        if scan::first_special(buf.text.as_bytes()).is_some() {
+            let text = buf.text.as_bytes();
+            for e in &mut buf.entries {
+                e.escape = scan::first_special(&text[e.key.0..e.key.1]).is_some()
+                    || scan::first_special(&text[e.value.0..e.value.1]).is_some();
+            }
+        }
+        buf.into()
+    }
+
+    /// [`ExtFields::from_sorted_pairs`] for pairs out of order or with a repeated key: each
+    /// placed by search, the last value of a key winning.
+    #[inline(never)]
+    fn from_pairs_searching(pairs: &[(&str, &str)]) -> ExtFields {
         let text_len = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
         let mut buf = ExtFieldsBuf::with_capacity(pairs.len(), text_len);
         for &(key, value) in pairs {

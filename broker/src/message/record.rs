@@ -385,6 +385,112 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// Bytes from the start of a record through BODYLENGTH when both hosts are IPv4 (every
+/// record of an IPv4 deployment): shorter than [`MIN_RECORD_LEN`], so always present.
+const V4_FIXED_LEN: usize = BORN_HOST_POS + HOST_V4_LEN + 8 + HOST_V4_LEN + 4 + 8 + 4;
+const _: () = assert!(V4_FIXED_LEN <= MIN_RECORD_LEN);
+
+/// The fixed-width fields between MAGICCODE and the body.
+struct FixedFields {
+    body_crc: u32,
+    queue_id: i32,
+    flag: i32,
+    queue_offset: i64,
+    physical_offset: i64,
+    sys_flag: i32,
+    born_timestamp: i64,
+    born_host: SocketAddr,
+    store_timestamp: i64,
+    store_host: SocketAddr,
+    reconsume_times: i32,
+    prepared_transaction_offset: i64,
+    body_len: i32,
+}
+
+/// `N` bytes at constant `pos` of a fixed-size prefix: no bounds check once inlined.
+#[inline(always)]
+fn be<const N: usize, const L: usize>(head: &[u8; L], pos: usize) -> [u8; N] {
+    let mut a = [0u8; N];
+    a.copy_from_slice(&head[pos..pos + N]);
+    a
+}
+
+impl FixedFields {
+    /// The fields at their fixed offsets, read from one checked prefix (the dispatcher parses
+    /// every record on every member); `None` for a record with an IPv6 host.
+    #[inline]
+    fn read_v4(rec: &[u8]) -> Option<FixedFields> {
+        let h: &[u8; V4_FIXED_LEN] = rec.first_chunk()?;
+        let sys_flag = i32::from_be_bytes(be(h, SYS_FLAG_POS));
+        if sys_flag & (sysflag::BORNHOST_V6 | sysflag::STOREHOSTADDRESS_V6) != 0 {
+            return None;
+        }
+        let host = |pos: usize| {
+            let ip = Ipv4Addr::from(be::<4, V4_FIXED_LEN>(h, pos));
+            // Java stores the port as an int32; only the low 16 bits are meaningful.
+            let port = i32::from_be_bytes(be(h, pos + 4)) as u16;
+            SocketAddr::new(IpAddr::V4(ip), port)
+        };
+        const STORE_TS: usize = BORN_HOST_POS + HOST_V4_LEN;
+        const STORE_HOST: usize = STORE_TS + 8;
+        const RECONSUME: usize = STORE_HOST + HOST_V4_LEN;
+        const PREPARED: usize = RECONSUME + 4;
+        const BODY_LEN: usize = PREPARED + 8;
+        Some(FixedFields {
+            body_crc: u32::from_be_bytes(be(h, BODY_CRC_POS)),
+            queue_id: i32::from_be_bytes(be(h, QUEUE_ID_POS)),
+            flag: i32::from_be_bytes(be(h, FLAG_POS)),
+            queue_offset: i64::from_be_bytes(be(h, QUEUE_OFFSET_POS)),
+            physical_offset: i64::from_be_bytes(be(h, PHYSICAL_OFFSET_POS)),
+            sys_flag,
+            born_timestamp: i64::from_be_bytes(be(h, BORN_TIMESTAMP_POS)),
+            born_host: host(BORN_HOST_POS),
+            store_timestamp: i64::from_be_bytes(be(h, STORE_TS)),
+            store_host: host(STORE_HOST),
+            reconsume_times: i32::from_be_bytes(be(h, RECONSUME)),
+            prepared_transaction_offset: i64::from_be_bytes(be(h, PREPARED)),
+            body_len: i32::from_be_bytes(be(h, BODY_LEN)),
+        })
+    }
+
+    /// The same fields read one by one, for any host widths; the cursor is left at the body.
+    fn read_any(rec: &[u8]) -> Result<(FixedFields, Cursor<'_>), MessageError> {
+        let mut c = Cursor {
+            rec,
+            pos: BODY_CRC_POS,
+        };
+        let body_crc = c.u32()?;
+        let queue_id = c.i32()?;
+        let flag = c.i32()?;
+        let queue_offset = c.i64()?;
+        let physical_offset = c.i64()?;
+        let sys_flag = c.i32()?;
+        let born_timestamp = c.i64()?;
+        let born_host = c.host(sys_flag & sysflag::BORNHOST_V6 != 0)?;
+        let store_timestamp = c.i64()?;
+        let store_host = c.host(sys_flag & sysflag::STOREHOSTADDRESS_V6 != 0)?;
+        let reconsume_times = c.i32()?;
+        let prepared_transaction_offset = c.i64()?;
+        let body_len = c.i32()?;
+        let f = FixedFields {
+            body_crc,
+            queue_id,
+            flag,
+            queue_offset,
+            physical_offset,
+            sys_flag,
+            born_timestamp,
+            born_host,
+            store_timestamp,
+            store_host,
+            reconsume_times,
+            prepared_transaction_offset,
+            body_len,
+        };
+        Ok((f, c))
+    }
+}
+
 /// Whether to verify BODYCRC while decoding (recovery/rebuild does, pull paths need not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CrcCheck {
@@ -433,23 +539,31 @@ impl<'a> RecordView<'a> {
             need: total,
             have: buf.len(),
         })?;
-        let mut c = Cursor {
-            rec,
-            pos: BODY_CRC_POS,
+        let (fixed, mut c) = match FixedFields::read_v4(rec) {
+            Some(f) => (
+                f,
+                Cursor {
+                    rec,
+                    pos: V4_FIXED_LEN,
+                },
+            ),
+            None => FixedFields::read_any(rec)?,
         };
-        let body_crc = c.u32()?;
-        let queue_id = c.i32()?;
-        let flag = c.i32()?;
-        let queue_offset = c.i64()?;
-        let physical_offset = c.i64()?;
-        let sys_flag = c.i32()?;
-        let born_timestamp = c.i64()?;
-        let born_host = c.host(sys_flag & sysflag::BORNHOST_V6 != 0)?;
-        let store_timestamp = c.i64()?;
-        let store_host = c.host(sys_flag & sysflag::STOREHOSTADDRESS_V6 != 0)?;
-        let reconsume_times = c.i32()?;
-        let prepared_transaction_offset = c.i64()?;
-        let body_len = c.i32()?;
+        let FixedFields {
+            body_crc,
+            queue_id,
+            flag,
+            queue_offset,
+            physical_offset,
+            sys_flag,
+            born_timestamp,
+            born_host,
+            store_timestamp,
+            store_host,
+            reconsume_times,
+            prepared_transaction_offset,
+            body_len,
+        } = fixed;
         let body = c.len_prefixed(i64::from(body_len), "body")?;
         let topic_len = if magic == MAGIC_V1 {
             // Java reads a signed byte; lengths 128..255 come out negative.
@@ -648,6 +762,63 @@ impl Iterator for RecordIter {
             Err(e) => {
                 self.done = true;
                 Some(Err(e))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn same(a: &FixedFields, b: &FixedFields) -> bool {
+        (
+            a.body_crc,
+            a.queue_id,
+            a.flag,
+            a.queue_offset,
+            a.physical_offset,
+            a.sys_flag,
+        ) == (
+            b.body_crc,
+            b.queue_id,
+            b.flag,
+            b.queue_offset,
+            b.physical_offset,
+            b.sys_flag,
+        ) && (
+            a.born_timestamp,
+            a.born_host,
+            a.store_timestamp,
+            a.store_host,
+        ) == (
+            b.born_timestamp,
+            b.born_host,
+            b.store_timestamp,
+            b.store_host,
+        ) && (a.reconsume_times, a.prepared_transaction_offset, a.body_len)
+            == (b.reconsume_times, b.prepared_transaction_offset, b.body_len)
+    }
+
+    proptest! {
+        /// The fixed-offset read agrees with the field-by-field one wherever it answers, and
+        /// answers for every long-enough prefix without an IPv6 host bit.
+        #[test]
+        fn fixed_offset_read_agrees_with_the_cursor(
+            bytes in proptest::collection::vec(any::<u8>(), 0..120)
+        ) {
+            let v6 = sysflag::BORNHOST_V6 | sysflag::STOREHOSTADDRESS_V6;
+            match FixedFields::read_v4(&bytes) {
+                Some(fast) => {
+                    let (slow, c) = FixedFields::read_any(&bytes).expect("cursor read");
+                    prop_assert!(same(&fast, &slow));
+                    prop_assert_eq!(c.pos, V4_FIXED_LEN);
+                }
+                None => prop_assert!(
+                    bytes.len() < V4_FIXED_LEN
+                        || i32::from_be_bytes(be(bytes.first_chunk::<V4_FIXED_LEN>().unwrap(), SYS_FLAG_POS)) & v6 != 0
+                ),
             }
         }
     }
