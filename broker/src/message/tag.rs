@@ -9,7 +9,20 @@ pub fn java_string_hash(s: &str) -> i32 {
 /// concatenation piece by piece, without building the string).
 pub fn extend_java_hash(mut h: i32, s: &str) -> i32 {
     if s.is_ascii() {
-        for &b in s.as_bytes() {
+        // Four bytes per step: h*31^4 + b0*31^3 + b1*31^2 + b2*31 + b3, which takes one
+        // multiply of `h` per four bytes instead of four dependent ones (every member hashes
+        // each record's topic and keys for the index).
+        let mut chunks = s.as_bytes().chunks_exact(4);
+        for c in &mut chunks {
+            let [b0, b1, b2, b3] = [c[0], c[1], c[2], c[3]].map(i32::from);
+            let tail = b0
+                .wrapping_mul(29_791)
+                .wrapping_add(b1.wrapping_mul(961))
+                .wrapping_add(b2.wrapping_mul(31))
+                .wrapping_add(b3);
+            h = h.wrapping_mul(923_521).wrapping_add(tail);
+        }
+        for &b in chunks.remainder() {
             h = h.wrapping_mul(31).wrapping_add(i32::from(b));
         }
     } else {
@@ -52,6 +65,20 @@ mod tests {
         assert_eq!(tag_code(Some("ZZZZZZZZ")) as u64, 0xFFFF_FFFF_BCCD_4D00);
         assert_eq!(tag_code(None), 0);
         assert_eq!(tag_code_of_bytes(b"TagA"), 2_598_919);
+    }
+
+    #[test]
+    fn four_bytes_per_step_match_the_byte_loop_at_every_length() {
+        let text = "BenchTopic#7F0000010000AAAABBBBCCCCDDDDEEEE~zZ";
+        for end in 0..=text.len() {
+            for start in [0, 1, 3] {
+                let s = &text[start.min(end)..end];
+                let expected = s
+                    .bytes()
+                    .fold(7i32, |h, b| h.wrapping_mul(31).wrapping_add(i32::from(b)));
+                assert_eq!(extend_java_hash(7, s), expected, "{s:?}");
+            }
+        }
     }
 
     #[test]
