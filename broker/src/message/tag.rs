@@ -7,28 +7,33 @@ pub fn java_string_hash(s: &str) -> i32 {
 
 /// Continues a Java `String.hashCode()` state `h` over the UTF-16 units of `s` (hashes a
 /// concatenation piece by piece, without building the string).
-pub fn extend_java_hash(mut h: i32, s: &str) -> i32 {
+pub fn extend_java_hash(h: i32, s: &str) -> i32 {
     if s.is_ascii() {
-        // Four bytes per step: h*31^4 + b0*31^3 + b1*31^2 + b2*31 + b3, which takes one
-        // multiply of `h` per four bytes instead of four dependent ones (every member hashes
-        // each record's topic and keys for the index).
-        let mut chunks = s.as_bytes().chunks_exact(4);
-        for c in &mut chunks {
-            let [b0, b1, b2, b3] = [c[0], c[1], c[2], c[3]].map(i32::from);
-            let tail = b0
-                .wrapping_mul(29_791)
-                .wrapping_add(b1.wrapping_mul(961))
-                .wrapping_add(b2.wrapping_mul(31))
-                .wrapping_add(b3);
-            h = h.wrapping_mul(923_521).wrapping_add(tail);
-        }
-        for &b in chunks.remainder() {
-            h = h.wrapping_mul(31).wrapping_add(i32::from(b));
-        }
+        extend_java_hash_ascii(h, s.as_bytes())
     } else {
-        for unit in s.encode_utf16() {
-            h = h.wrapping_mul(31).wrapping_add(i32::from(unit));
-        }
+        s.encode_utf16().fold(h, |h, unit| {
+            h.wrapping_mul(31).wrapping_add(i32::from(unit))
+        })
+    }
+}
+
+/// [`extend_java_hash`] of ASCII text given as bytes (one UTF-16 unit per byte), so callers
+/// holding raw record bytes need no UTF-8 check first. Four bytes per step:
+/// h*31^4 + b0*31^3 + b1*31^2 + b2*31 + b3, one multiply of the running hash per four bytes
+/// instead of four dependent ones (every member hashes each record's topic and keys).
+pub fn extend_java_hash_ascii(mut h: i32, ascii: &[u8]) -> i32 {
+    let mut chunks = ascii.chunks_exact(4);
+    for c in &mut chunks {
+        let [b0, b1, b2, b3] = [c[0], c[1], c[2], c[3]].map(i32::from);
+        let tail = b0
+            .wrapping_mul(29_791)
+            .wrapping_add(b1.wrapping_mul(961))
+            .wrapping_add(b2.wrapping_mul(31))
+            .wrapping_add(b3);
+        h = h.wrapping_mul(923_521).wrapping_add(tail);
+    }
+    for &b in chunks.remainder() {
+        h = h.wrapping_mul(31).wrapping_add(i32::from(b));
     }
     h
 }
@@ -46,6 +51,9 @@ pub fn tag_code(tags: Option<&str>) -> i64 {
 pub fn tag_code_of_bytes(tags: &[u8]) -> i64 {
     if tags.is_empty() {
         return 0;
+    }
+    if tags.is_ascii() {
+        return i64::from(extend_java_hash_ascii(0, tags));
     }
     match std::str::from_utf8(tags) {
         Ok(s) => i64::from(java_string_hash(s)),

@@ -479,8 +479,6 @@ impl Dispatcher {
             }
         }
         if phys > self.indexed_through {
-            let key_list = key_list.and_then(|v| std::str::from_utf8(v).ok());
-            let uniq_key = uniq_key.and_then(|v| std::str::from_utf8(v).ok());
             match self.index.index_message(
                 view.topic,
                 key_list,

@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use super::mapped_words::MappedWords;
 use super::StoreError;
 use crate::message::msg_id::civil_from_days;
-use crate::message::tag::{extend_java_hash, java_string_hash};
+use crate::message::tag::{extend_java_hash, extend_java_hash_ascii, java_string_hash};
 
 /// Header bytes.
 pub const INDEX_HEADER_LEN: u64 = 40;
@@ -124,6 +124,20 @@ pub fn index_key_hash(topic: &str, key: &str) -> i32 {
     } else {
         h.abs()
     }
+}
+
+/// [`index_key_hash`] of a key given as the record's bytes; `None` when they are not UTF-8
+/// (such a key is not indexed). ASCII keys, the usual ones, are hashed without a UTF-8 pass.
+pub fn index_key_hash_bytes(topic: &str, key: &[u8]) -> Option<i32> {
+    if key.is_ascii() {
+        let mut h = java_string_hash(topic);
+        h = h.wrapping_mul(31).wrapping_add(i32::from(b'#'));
+        h = extend_java_hash_ascii(h, key);
+        return Some(if h == i32::MIN { 0 } else { h.abs() });
+    }
+    std::str::from_utf8(key)
+        .ok()
+        .map(|key| index_key_hash(topic, key))
 }
 
 /// `yyyyMMddHHmmssSSS` of a UTC instant.
@@ -574,21 +588,28 @@ impl KeyIndex {
     }
 
     /// Indexes a record: every space-separated `KEYS` value and the `UNIQ_KEY`.
+    /// `keys` and `uniq_key` are the raw property values (a value that is not UTF-8 is not
+    /// indexed).
     pub fn index_message(
         &self,
         topic: &str,
-        keys: Option<&str>,
-        uniq_key: Option<&str>,
+        keys: Option<&[u8]>,
+        uniq_key: Option<&[u8]>,
         physical_offset: i64,
         store_timestamp: i64,
     ) -> Result<(), StoreError> {
         let _w = lock(&self.write_lock);
         let mut file = None;
+        // A key list that is not UTF-8 is skipped whole, as a lossy decoding would not find
+        // the keys a client asks for either.
+        let keys = keys.filter(|k| k.is_ascii() || std::str::from_utf8(k).is_ok());
         let all = uniq_key
             .into_iter()
-            .chain(keys.into_iter().flat_map(|k| k.split(' ')));
+            .chain(keys.into_iter().flat_map(|k| k.split(|&b| b == b' ')));
         for k in all.filter(|k| !k.is_empty()) {
-            let hash = index_key_hash(topic, k);
+            let Some(hash) = index_key_hash_bytes(topic, k) else {
+                continue;
+            };
             self.put_locked(&mut file, hash, physical_offset, store_timestamp)?;
         }
         if file.is_none() {

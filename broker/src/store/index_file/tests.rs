@@ -44,8 +44,14 @@ fn finds_keys_and_uniq_keys_across_rolls_and_restarts() {
         for i in 0..10i64 {
             let keys = format!("order{} shared", i % 3);
             let uniq = format!("UNIQ{i}");
-            idx.index_message("T", Some(&keys), Some(&uniq), 48 + i * 200, T0 + i * 1000)
-                .unwrap();
+            idx.index_message(
+                "T",
+                Some(keys.as_bytes()),
+                Some(uniq.as_bytes()),
+                48 + i * 200,
+                T0 + i * 1000,
+            )
+            .unwrap();
         }
         // 30 keys, 5 entries per file (entry numbers 1..=5).
         assert_eq!(idx.file_count(), 6);
@@ -135,8 +141,8 @@ fn records_without_keys_advance_the_end_offset() {
         let idx = KeyIndex::open(dir.path(), small()).unwrap();
         idx.index_message("T", None, None, 48, T0).unwrap();
         assert_eq!(idx.last_physical_offset(), 48);
-        idx.index_message("T", None, Some("U1"), 248, T0).unwrap();
-        idx.index_message("T", Some(""), None, 448, T0).unwrap();
+        idx.index_message("T", None, Some(b"U1"), 248, T0).unwrap();
+        idx.index_message("T", Some(b""), None, 448, T0).unwrap();
         assert_eq!(idx.last_physical_offset(), 448);
         idx.flush().unwrap();
     }
@@ -190,4 +196,23 @@ fn entries_counted_but_never_written_are_dropped_and_their_chains_repaired() {
         let r = idx.query("T", &format!("k{i}"), 10, 0, i64::MAX).unwrap();
         assert_eq!(r.physical_offsets, vec![48 + i * 100], "k{i}");
     }
+}
+
+#[test]
+fn key_hash_of_bytes_matches_the_text_hash_and_skips_non_utf8() {
+    for key in [
+        "",
+        "k",
+        "ORDER-1",
+        "7F0000010000AAAABBBBCCCCDDDDEEEE",
+        "clé",
+        "\u{1F600}x",
+    ] {
+        assert_eq!(
+            index_key_hash_bytes("TopicA", key.as_bytes()),
+            Some(index_key_hash("TopicA", key)),
+            "{key:?}"
+        );
+    }
+    assert_eq!(index_key_hash_bytes("TopicA", b"\xff\xfe"), None);
 }
