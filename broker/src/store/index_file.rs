@@ -116,28 +116,37 @@ impl Header {
 /// Java's index key hash: `abs(String.hashCode(topic#key))`, 0 for `i32::MIN`.
 pub fn index_key_hash(topic: &str, key: &str) -> i32 {
     // Folded over topic, '#', key: no concatenated string per key.
-    let mut h = java_string_hash(topic);
-    h = h.wrapping_mul(31).wrapping_add(i32::from(b'#'));
-    h = extend_java_hash(h, key);
-    if h == i32::MIN {
-        0
-    } else {
-        h.abs()
-    }
+    abs_or_zero(extend_java_hash(topic_hash_state(topic), key))
 }
 
 /// [`index_key_hash`] of a key given as the record's bytes; `None` when they are not UTF-8
 /// (such a key is not indexed). ASCII keys, the usual ones, are hashed without a UTF-8 pass.
 pub fn index_key_hash_bytes(topic: &str, key: &[u8]) -> Option<i32> {
     if key.is_ascii() {
-        let mut h = java_string_hash(topic);
-        h = h.wrapping_mul(31).wrapping_add(i32::from(b'#'));
-        h = extend_java_hash_ascii(h, key);
-        return Some(if h == i32::MIN { 0 } else { h.abs() });
+        return Some(abs_or_zero(extend_java_hash_ascii(
+            topic_hash_state(topic),
+            key,
+        )));
     }
     std::str::from_utf8(key)
         .ok()
         .map(|key| index_key_hash(topic, key))
+}
+
+/// The `String.hashCode()` state after `topic#`.
+fn topic_hash_state(topic: &str) -> i32 {
+    java_string_hash(topic)
+        .wrapping_mul(31)
+        .wrapping_add(i32::from(b'#'))
+}
+
+/// Java's `Math.abs` of the hash, with `i32::MIN` (whose absolute value overflows) as 0.
+fn abs_or_zero(h: i32) -> i32 {
+    if h == i32::MIN {
+        0
+    } else {
+        h.abs()
+    }
 }
 
 /// `yyyyMMddHHmmssSSS` of a UTC instant.
