@@ -467,11 +467,7 @@ impl FixedFields {
         let sys_flag = c.i32()?;
         let born_timestamp = c.i64()?;
         let born_host = c.host(sys_flag & sysflag::BORNHOST_V6 != 0)?;
-        let store_timestamp = c.i64()?;
-        let store_host = c.host(sys_flag & sysflag::STOREHOSTADDRESS_V6 != 0)?;
-        let reconsume_times = c.i32()?;
-        let prepared_transaction_offset = c.i64()?;
-        let body_len = c.i32()?;
+        // Fields of a struct literal are evaluated in the order written: wire order.
         let f = FixedFields {
             body_crc,
             queue_id,
@@ -481,11 +477,11 @@ impl FixedFields {
             sys_flag,
             born_timestamp,
             born_host,
-            store_timestamp,
-            store_host,
-            reconsume_times,
-            prepared_transaction_offset,
-            body_len,
+            store_timestamp: c.i64()?,
+            store_host: c.host(sys_flag & sysflag::STOREHOSTADDRESS_V6 != 0)?,
+            reconsume_times: c.i32()?,
+            prepared_transaction_offset: c.i64()?,
+            body_len: c.i32()?,
         };
         Ok((f, c))
     }
@@ -549,22 +545,7 @@ impl<'a> RecordView<'a> {
             ),
             None => FixedFields::read_any(rec)?,
         };
-        let FixedFields {
-            body_crc,
-            queue_id,
-            flag,
-            queue_offset,
-            physical_offset,
-            sys_flag,
-            born_timestamp,
-            born_host,
-            store_timestamp,
-            store_host,
-            reconsume_times,
-            prepared_transaction_offset,
-            body_len,
-        } = fixed;
-        let body = c.len_prefixed(i64::from(body_len), "body")?;
+        let body = c.len_prefixed(i64::from(fixed.body_len), "body")?;
         let topic_len = if magic == MAGIC_V1 {
             // Java reads a signed byte; lengths 128..255 come out negative.
             i64::from(c.u8()? as i8)
@@ -584,9 +565,9 @@ impl<'a> RecordView<'a> {
             std::str::from_utf8(topic).map_err(|_| MessageError::InvalidUtf8 { field: "topic" })?;
         if crc == CrcCheck::Verify {
             let actual = masked_crc32(body);
-            if actual != body_crc {
+            if actual != fixed.body_crc {
                 return Err(MessageError::CrcMismatch {
-                    expected: body_crc,
+                    expected: fixed.body_crc,
                     actual,
                 });
             }
@@ -594,18 +575,18 @@ impl<'a> RecordView<'a> {
         Ok(Self {
             total_size,
             magic,
-            body_crc,
-            queue_id,
-            flag,
-            queue_offset,
-            physical_offset,
-            sys_flag,
-            born_timestamp,
-            born_host,
-            store_timestamp,
-            store_host,
-            reconsume_times,
-            prepared_transaction_offset,
+            body_crc: fixed.body_crc,
+            queue_id: fixed.queue_id,
+            flag: fixed.flag,
+            queue_offset: fixed.queue_offset,
+            physical_offset: fixed.physical_offset,
+            sys_flag: fixed.sys_flag,
+            born_timestamp: fixed.born_timestamp,
+            born_host: fixed.born_host,
+            store_timestamp: fixed.store_timestamp,
+            store_host: fixed.store_host,
+            reconsume_times: fixed.reconsume_times,
+            prepared_transaction_offset: fixed.prepared_transaction_offset,
             body,
             topic,
             properties,
