@@ -391,6 +391,7 @@ const V4_FIXED_LEN: usize = BORN_HOST_POS + HOST_V4_LEN + 8 + HOST_V4_LEN + 4 + 
 const _: () = assert!(V4_FIXED_LEN <= MIN_RECORD_LEN);
 
 /// The fixed-width fields between MAGICCODE and the body.
+#[cfg_attr(test, derive(Debug, PartialEq))]
 struct FixedFields {
     body_crc: u32,
     queue_id: i32,
@@ -753,35 +754,6 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn same(a: &FixedFields, b: &FixedFields) -> bool {
-        (
-            a.body_crc,
-            a.queue_id,
-            a.flag,
-            a.queue_offset,
-            a.physical_offset,
-            a.sys_flag,
-        ) == (
-            b.body_crc,
-            b.queue_id,
-            b.flag,
-            b.queue_offset,
-            b.physical_offset,
-            b.sys_flag,
-        ) && (
-            a.born_timestamp,
-            a.born_host,
-            a.store_timestamp,
-            a.store_host,
-        ) == (
-            b.born_timestamp,
-            b.born_host,
-            b.store_timestamp,
-            b.store_host,
-        ) && (a.reconsume_times, a.prepared_transaction_offset, a.body_len)
-            == (b.reconsume_times, b.prepared_transaction_offset, b.body_len)
-    }
-
     proptest! {
         /// The fixed-offset read agrees with the field-by-field one wherever it answers, and
         /// answers for every long-enough prefix without an IPv6 host bit.
@@ -793,7 +765,7 @@ mod tests {
             match FixedFields::read_v4(&bytes) {
                 Some(fast) => {
                     let (slow, c) = FixedFields::read_any(&bytes).expect("cursor read");
-                    prop_assert!(same(&fast, &slow));
+                    prop_assert_eq!(fast, slow);
                     prop_assert_eq!(c.pos, V4_FIXED_LEN);
                 }
                 None => prop_assert!(
