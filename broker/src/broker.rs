@@ -164,6 +164,7 @@ impl Broker {
         }
         tasks.push(crate::metrics::spawn_log_sampler(
             sampled_log,
+            Arc::clone(ctx.store.consume_queues()),
             ctx.config.store_path_root_dir.clone(),
             metrics,
             ctx.shutdown.clone(),

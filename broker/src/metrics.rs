@@ -6,7 +6,8 @@
 //!   long-poll suspension).
 //! - [`spawn_log_sampler`] follows the replicated log: every role change as it happens, and
 //!   once a second term/water marks, the DLedger status when the log has one (flushed index,
-//!   pending appends, per-peer lag and liveness) and the store root's disk usage. Role and
+//!   pending appends, per-peer lag and liveness), the consume-queue repairs dispatch made and
+//!   the store root's disk usage. Role and
 //!   term always come from the role watch, so a status snapshot taken a moment earlier
 //!   never counts as a role change.
 //! - [`start_endpoint`] serves `GET /metrics` on `metricsPort` (0 = off).
@@ -15,11 +16,13 @@
 
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use observe::{
-    BrokerMetrics, LedgerRoleKind, LogMarks, MetricsServer, PeerSample, Registry, ReplicationSample,
+    BrokerMetrics, LedgerRoleKind, LogMarks, MetricsServer, PeerSample, QueueRepairs, Registry,
+    ReplicationSample,
 };
 use remoting::{RemotingCommand, RequestCode, ResponseCode};
 use tokio::task::JoinHandle;
@@ -28,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::BrokerError;
 use crate::role::LedgerRole;
 use crate::store::commit_log::ReplicatedLog;
+use crate::store::consume_queue::ConsumeQueueSet;
 
 /// How often gauges are sampled.
 pub const SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
@@ -138,6 +142,7 @@ fn role_kind(role: LedgerRole) -> LedgerRoleKind {
 /// `store_root` every [`SAMPLE_INTERVAL`] until `stop`.
 pub fn spawn_log_sampler(
     log: Arc<dyn ReplicatedLog>,
+    queues: Arc<ConsumeQueueSet>,
     store_root: PathBuf,
     metrics: Arc<BrokerMetrics>,
     stop: CancellationToken,
@@ -168,6 +173,13 @@ pub fn spawn_log_sampler(
                 committed_index: log.committed_mark().index,
             });
             if full {
+                let r = queues.repairs();
+                metrics.record_queue_repairs(&QueueRepairs {
+                    holes: r.holes.load(Ordering::Relaxed),
+                    filled: r.filled.load(Ordering::Relaxed),
+                    renumbered: r.renumbered.load(Ordering::Relaxed),
+                    dropped: r.dropped.load(Ordering::Relaxed),
+                });
                 if let Some(status) = log.status() {
                     let peers: Vec<PeerSample<'_>> = status
                         .peers

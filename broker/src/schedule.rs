@@ -163,6 +163,12 @@ pub async fn deliver_level(
             break;
         }
         for u in units {
+            if u.is_blank() {
+                // A hole in a repaired queue: no delayed message there.
+                offset += 1;
+                ctx.delay_offsets.update(level, offset);
+                continue;
+            }
             let due = corrected_deliver_time(u.tag_code, now, delay_ms);
             if due > now {
                 round.next_due_ms = Some(due);

@@ -7,7 +7,7 @@
 //! [`BrokerMetrics::record_ledger`]; role changes are counted when a sample (or a role-change
 //! event passed to [`BrokerMetrics::observe_role`]) differs from the last role seen.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use remoting::code::ResponseCode;
@@ -243,6 +243,25 @@ const DISK_USAGE: Desc = Desc::gauge(
     "Bytes allocated on disk under the store root directory.",
 );
 
+const QUEUE_REPAIRS: Desc = Desc::counter(
+    "broker_consume_queue_repairs_total",
+    "Consume-queue repairs made by dispatch, by kind: holes written for offsets no record \
+     reached, records that filled a hole, records appended at another offset than their own, \
+     records that fit no queue. Nonzero means the log and a queue disagreed (G7).",
+);
+
+/// Kinds of [`QueueRepairs`], in label order.
+const QUEUE_REPAIR_KINDS: [&str; 4] = ["holes", "filled", "renumbered", "dropped"];
+
+/// Cumulative consume-queue repair counts as the store keeps them (see `QUEUE_REPAIRS`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct QueueRepairs {
+    pub holes: u64,
+    pub filled: u64,
+    pub renumbered: u64,
+    pub dropped: u64,
+}
+
 /// The broker's metric set.
 #[derive(Debug)]
 pub struct BrokerMetrics {
@@ -266,6 +285,8 @@ pub struct BrokerMetrics {
     peer_lag: Family<Gauge>,
     peer_alive: Family<Gauge>,
     disk_usage: Gauge,
+    /// Latest [`QueueRepairs`] sample, in [`QUEUE_REPAIR_KINDS`] order.
+    queue_repairs: [AtomicU64; 4],
 }
 
 impl BrokerMetrics {
@@ -298,6 +319,18 @@ impl BrokerMetrics {
             peer_lag: Family::new(&["peer"], peers()),
             peer_alive: Family::new(&["peer"], peers()),
             disk_usage: Gauge::new(),
+            queue_repairs: Default::default(),
+        }
+    }
+
+    /// Records the store's cumulative consume-queue repair counts.
+    pub fn record_queue_repairs(&self, r: &QueueRepairs) {
+        for (slot, v) in self
+            .queue_repairs
+            .iter()
+            .zip([r.holes, r.filled, r.renumbered, r.dropped])
+        {
+            slot.store(v, Ordering::Relaxed);
         }
     }
 
@@ -412,6 +445,9 @@ impl BrokerMetrics {
         render_gauges(out, &PEER_LAG, &self.peer_lag);
         render_gauges(out, &PEER_ALIVE, &self.peer_alive);
         out.gauge(&DISK_USAGE, &[], self.disk_usage.get());
+        for (kind, v) in QUEUE_REPAIR_KINDS.iter().zip(&self.queue_repairs) {
+            out.counter(&QUEUE_REPAIRS, &[("kind", kind)], v.load(Ordering::Relaxed));
+        }
     }
 }
 

@@ -34,7 +34,7 @@ pub mod namesrv_metrics;
 pub mod registry;
 
 pub use broker_metrics::{
-    BrokerMetrics, LedgerRoleKind, LedgerSample, LogMarks, PeerSample, PullOutcome,
+    BrokerMetrics, LedgerRoleKind, LedgerSample, LogMarks, PeerSample, PullOutcome, QueueRepairs,
     ReplicationSample, SendOutcome,
 };
 pub use error::ObserveError;

@@ -56,6 +56,13 @@ const BLANK: CqUnit = CqUnit {
     tag_code: 0,
 };
 
+/// An unwritten unit.
+const ZERO: CqUnit = CqUnit {
+    physical_offset: 0,
+    size: 0,
+    tag_code: 0,
+};
+
 impl CqUnit {
     /// The 20 stored bytes.
     pub fn encode(&self) -> [u8; CQ_UNIT_SIZE] {
@@ -86,7 +93,9 @@ impl CqUnit {
         self.physical_offset >= 0 && self.size > 0
     }
 
-    fn is_blank(&self) -> bool {
+    /// A pre-blank unit or a hole: the same bytes as Java's pre-blank (`0, i32::MAX, 0`), so
+    /// a reader that looks the record up finds none and moves on.
+    pub fn is_blank(&self) -> bool {
         *self == BLANK
     }
 
@@ -99,12 +108,32 @@ impl CqUnit {
 /// What [`ConsumeQueue::append`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AppendOutcome {
-    /// The unit was written and published.
+    /// The unit was written at its offset and published.
     Appended,
-    /// The same unit was already there (re-dispatch after restart), or the offset is below the
-    /// queue's minimum; nothing changed.
+    /// The same unit was already there (re-dispatch after restart); nothing changed.
     AlreadyPresent,
+    /// The queue ended below the record's offset (offsets given to records that never
+    /// reached the queue): that many holes were written before the unit, at its offset.
+    AfterHoles { holes: i64 },
+    /// The unit filled a hole at its offset (a queue that missed the record before).
+    FilledHole,
+    /// The record's own offset could not be used (taken by another record, negative, below the
+    /// minimum, or too far ahead): the unit went to the queue's end, `at`.
+    Renumbered { stored: i64, at: i64 },
 }
+
+impl AppendOutcome {
+    /// Whether readers can see a new unit.
+    pub fn grew(self) -> bool {
+        !matches!(self, AppendOutcome::AlreadyPresent)
+    }
+}
+
+/// Most holes one append writes to keep a record at its own offset. Offsets given to records
+/// that never reach the queue come from proposals that failed in flight (bounded by the
+/// store's in-flight window) or, in a store written before this rule, from skipped records;
+/// a record whose offset is further ahead than this is taken to be damaged and renumbered.
+pub const MAX_HOLE_FILL: i64 = 1 << 16;
 
 /// Which side of a timestamp [`ConsumeQueue::offset_by_time`] answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,7 +317,7 @@ impl ConsumeQueue {
         let Some(end_pos) = end_pos else {
             return Ok(());
         };
-        let end = (end_pos / CQ_UNIT_SIZE as u64) as i64;
+        let mut end = (end_pos / CQ_UNIT_SIZE as u64) as i64;
         // Minimum: first non-blank unit of the first file.
         let first_start = segs.first().map_or(0, |s| s.start);
         let mut min = (first_start / CQ_UNIT_SIZE as u64) as i64;
@@ -296,6 +325,7 @@ impl ConsumeQueue {
             .segments
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = segs;
+        end = self.trim_trailing_blanks(end)?;
         self.max_offset.store(end, Ordering::Release);
         while min < end {
             match self.read_unit_raw(min)? {
@@ -312,6 +342,41 @@ impl ConsumeQueue {
             }
         }
         Ok(())
+    }
+
+    /// Holes and pre-blank units are written just before the real unit that needs them and
+    /// published with it; after a crash between the two the blanks end the queue without
+    /// their unit (whose end would read as `i32::MAX`). They are zeroed and the end moved
+    /// back: dispatch writes them again with the unit.
+    fn trim_trailing_blanks(&self, end: i64) -> Result<i64, StoreError> {
+        let first = {
+            let segs = self
+                .segments
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            segs.first()
+                .map_or(0, |s| (s.start / CQ_UNIT_SIZE as u64) as i64)
+        };
+        let mut new_end = end;
+        while new_end > first
+            && self
+                .read_unit_raw(new_end - 1)?
+                .is_some_and(|u| u.is_blank())
+        {
+            new_end -= 1;
+        }
+        if new_end < end {
+            tracing::warn!(
+                topic = self.topic,
+                queue_id = self.queue_id,
+                units = end - new_end,
+                "consume queue ended with blank units (crash before their unit); trimmed"
+            );
+            for at in new_end..end {
+                self.write_at(at, &ZERO)?;
+            }
+        }
+        Ok(new_end)
     }
 
     /// Number of consecutive written units from the start of a file.
@@ -471,55 +536,105 @@ impl ConsumeQueue {
         Ok(seg)
     }
 
-    /// Appends `unit` at logical `offset`. `offset == max` appends; re-appending the identical
-    /// unit below max is a no-op (re-dispatch after restart); a different unit below max or an
-    /// offset past max is a [`StoreError::QueueOffsetMismatch`]. The first unit of an empty
-    /// queue may start anywhere (earlier units of its file are pre-blank filled).
+    /// Appends `unit` of the record whose stored queue offset is `offset`, and never refuses a
+    /// record for its offset (G7: no single record stops a queue; see the module doc):
+    /// * `offset == max`: appended there;
+    /// * the identical unit already at `offset`: nothing to do (re-dispatch after a restart);
+    /// * `offset` past `max` by at most [`MAX_HOLE_FILL`]: the offsets between are written as
+    ///   holes and the unit at `offset`, so the record stays readable at the offset its send
+    ///   was answered with (an empty queue's first unit may start anywhere: earlier units of
+    ///   its file are pre-blank filled);
+    /// * a hole at `offset` (an older store whose queue missed records): the unit fills it;
+    /// * anything else (the offset is taken by another record, negative, below the minimum or
+    ///   absurdly far ahead): the unit is appended at `max`, so the record is still readable,
+    ///   at another offset; pulls report the offset the record is read at.
     pub fn append(&self, offset: i64, unit: CqUnit) -> Result<AppendOutcome, StoreError> {
-        if offset < 0 || unit.size <= 0 || unit.physical_offset < 0 {
+        if unit.size <= 0 || unit.physical_offset < 0 || unit.is_blank() {
             return Err(StoreError::Invalid(format!(
                 "bad consume-queue unit {unit:?} at {offset}"
             )));
         }
         let _w = lock(&self.write_lock);
         let end = self.max_offset();
-        let mismatch = |expected| StoreError::QueueOffsetMismatch {
-            topic: self.topic.clone(),
-            queue_id: self.queue_id,
-            expected,
-            got: offset,
-        };
-        if offset < end {
-            if offset < self.min_offset() {
-                return Ok(AppendOutcome::AlreadyPresent);
-            }
-            return match self.read_unit_raw(offset)? {
-                Some(u) if u == unit => Ok(AppendOutcome::AlreadyPresent),
-                _ => Err(mismatch(end)),
-            };
-        }
         let empty = self
             .segments
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .is_empty();
-        if offset > end {
-            if !empty {
-                return Err(mismatch(end));
-            }
-            self.fill_pre_blank(offset)?;
+        if (0..self.min_offset()).contains(&offset)
+            && unit.physical_end() <= self.max_physical_end()
+        {
+            // Below the minimum and older than the queue's last unit: dispatched before, and
+            // cleaned away since.
+            return Ok(AppendOutcome::AlreadyPresent);
         }
-        let pos = Self::unit_pos(offset);
-        let seg = self.segment_for_write(pos)?;
-        seg.write_unit(pos - seg.start, &unit)?;
+        if (0..end).contains(&offset) && offset >= self.min_offset() {
+            return match self.read_unit_raw(offset)? {
+                // The same record (its tag code may differ: a schedule unit's delivery time
+                // follows the configured delay levels).
+                Some(u) if u.physical_offset == unit.physical_offset && u.size == unit.size => {
+                    Ok(AppendOutcome::AlreadyPresent)
+                }
+                Some(u) if u.is_blank() => {
+                    self.write_at(offset, &unit)?;
+                    self.max_physical_end
+                        .fetch_max(unit.physical_end(), Ordering::AcqRel);
+                    Ok(AppendOutcome::FilledHole)
+                }
+                _ => self.append_at_end(end, unit, offset),
+            };
+        }
+        if offset > end && empty {
+            self.fill_pre_blank(offset)?;
+        } else if offset > end && offset - end <= MAX_HOLE_FILL {
+            for hole in end..offset {
+                self.write_at(hole, &BLANK)?;
+            }
+        } else if offset != end {
+            return self.append_at_end(end, unit, offset);
+        }
+        self.write_at(offset, &unit)?;
         if empty {
             self.min_offset.store(offset, Ordering::Release);
             self.flushed_offset.store(offset, Ordering::Release);
         }
+        self.publish_end(offset, unit);
+        Ok(if offset > end && !empty {
+            AppendOutcome::AfterHoles {
+                holes: offset - end,
+            }
+        } else {
+            AppendOutcome::Appended
+        })
+    }
+
+    /// The unit of a record whose own offset cannot be used, appended at `end`.
+    fn append_at_end(
+        &self,
+        end: i64,
+        unit: CqUnit,
+        stored_offset: i64,
+    ) -> Result<AppendOutcome, StoreError> {
+        self.write_at(end, &unit)?;
+        self.publish_end(end, unit);
+        Ok(AppendOutcome::Renumbered {
+            stored: stored_offset,
+            at: end,
+        })
+    }
+
+    /// Writes `u` at logical `offset` (not yet visible to readers unless below the end).
+    fn write_at(&self, offset: i64, u: &CqUnit) -> Result<(), StoreError> {
+        let pos = Self::unit_pos(offset);
+        let seg = self.segment_for_write(pos)?;
+        seg.write_unit(pos - seg.start, u)
+    }
+
+    /// Publishes `unit`, just written at `offset`, as the queue's last unit.
+    fn publish_end(&self, offset: i64, unit: CqUnit) {
         self.max_physical_end
-            .store(unit.physical_end(), Ordering::Release);
+            .fetch_max(unit.physical_end(), Ordering::AcqRel);
         self.max_offset.store(offset + 1, Ordering::Release);
-        Ok(AppendOutcome::Appended)
     }
 
     /// Writes pre-blank units from the start of the file holding `offset` up to `offset`.
@@ -564,17 +679,29 @@ impl ConsumeQueue {
     }
 
     /// First logical offset in `[lo, hi)` whose unit satisfies `pred` (monotone: false…true);
-    /// `hi` if none.
+    /// `hi` if none. A hole answers as the first real unit after it (the record it was written
+    /// for), or true when none follows within the range.
     fn partition_point(
         &self,
         mut lo: i64,
         mut hi: i64,
         mut pred: impl FnMut(&CqUnit) -> bool,
     ) -> Result<i64, StoreError> {
+        let end = hi;
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let u = self.read_unit_raw(mid)?;
-            if u.as_ref().is_some_and(&mut pred) {
+            let mut probe = mid;
+            let mut u = self.read_unit_raw(probe)?;
+            while u.is_some_and(|u| u.is_blank()) && probe + 1 < end {
+                probe += 1;
+                u = self.read_unit_raw(probe)?;
+            }
+            let holds = match u {
+                Some(u) if u.is_blank() => true,
+                Some(u) => pred(&u),
+                None => false,
+            };
+            if holds {
                 hi = mid;
             } else {
                 lo = mid + 1;
@@ -610,14 +737,9 @@ impl ConsumeQueue {
             .iter()
             .find(|s| s.start <= pos && pos < s.start + self.file_size)
         {
-            let zero = CqUnit {
-                physical_offset: 0,
-                size: 0,
-                tag_code: 0,
-            };
             let mut at = pos - s.start;
             while at < self.file_size {
-                s.write_unit(at, &zero)?;
+                s.write_unit(at, &ZERO)?;
                 at += CQ_UNIT_SIZE as u64;
             }
             s.map.flush().map_err(StoreError::io(&s.path))?;
@@ -662,10 +784,17 @@ impl ConsumeQueue {
             };
             let last_unit_offset =
                 ((first.start + self.file_size) / CQ_UNIT_SIZE as u64) as i64 - 1;
-            let Some(u) = self.read_unit_raw(last_unit_offset)? else {
+            let first_unit_offset = (first.start / CQ_UNIT_SIZE as u64) as i64;
+            let mut live = false;
+            for at in (first_unit_offset..=last_unit_offset).rev() {
+                match self.read_unit_raw(at)? {
+                    Some(u) if u.is_blank() => continue,
+                    Some(u) => live = u.physical_end() > commit_log_min_offset,
+                    None => live = true,
+                }
                 break;
-            };
-            if !u.is_blank() && u.physical_end() > commit_log_min_offset {
+            }
+            if live {
                 break;
             }
             {
@@ -793,6 +922,25 @@ impl Hash for QueueKey {
 /// Name of the dispatch checkpoint file under the consume-queue root (not a topic: a file).
 pub const DISPATCH_CHECKPOINT_FILE: &str = ".dispatched";
 
+/// Present under the consume-queue root once its queues were written by a dispatcher that keeps
+/// every record at its own offset (holes for offsets nothing was dispatched to): a store
+/// without it is re-checked against the whole log once (see the dispatcher).
+pub const GAP_SAFE_FILE: &str = ".gapSafe";
+
+/// Counts of what dispatch had to repair (see [`ConsumeQueue::append`]); each is also a log
+/// line. Nonzero means a record reached a queue other than by plain appending.
+#[derive(Debug, Default)]
+pub struct QueueRepairs {
+    /// Holes written for offsets no record was dispatched to.
+    pub holes: AtomicU64,
+    /// Records that filled an earlier hole at their own offset.
+    pub filled: AtomicU64,
+    /// Records appended at another offset than their own.
+    pub renumbered: AtomicU64,
+    /// Records that could not be put in any queue (bad topic or queue id in the log).
+    pub dropped: AtomicU64,
+}
+
 /// Checkpoint bytes: the position (i64 BE) and its CRC32 (u32 BE).
 const CHECKPOINT_LEN: usize = 12;
 
@@ -810,6 +958,8 @@ pub struct ConsumeQueueSet {
     /// Bumped after every removal of queues, so a holder of cached queue handles (the
     /// dispatcher's [`QueueCache`]) knows to drop them.
     removals: AtomicU64,
+    /// What dispatch repaired.
+    repairs: QueueRepairs,
 }
 
 /// Most queues a [`QueueCache`] holds.
@@ -906,6 +1056,7 @@ impl ConsumeQueueSet {
             dispatched_end: AtomicI64::new(-1),
             checkpoint: Mutex::new(read_checkpoint(&cq_root.join(DISPATCH_CHECKPOINT_FILE))?),
             removals: AtomicU64::new(0),
+            repairs: QueueRepairs::default(),
         };
         let topics = match fs::read_dir(cq_root) {
             Ok(rd) => rd,
@@ -1065,6 +1216,27 @@ impl ConsumeQueueSet {
     /// for a store without one: queues written by an older version, or never flushed).
     pub fn dispatch_checkpoint(&self) -> Option<i64> {
         *lock(&self.checkpoint)
+    }
+
+    /// What dispatch repaired since start.
+    pub fn repairs(&self) -> &QueueRepairs {
+        &self.repairs
+    }
+
+    /// Whether these queues were written by a gap-safe dispatcher ([`GAP_SAFE_FILE`]); a store
+    /// without queues is, trivially.
+    pub fn is_gap_safe(&self) -> bool {
+        self.queues.is_empty() || self.root.join(GAP_SAFE_FILE).exists()
+    }
+
+    /// Records that every queue is gap-safe from now on (after a store's one re-check).
+    pub fn mark_gap_safe(&self) -> Result<(), StoreError> {
+        fs::create_dir_all(&self.root).map_err(StoreError::io(&self.root))?;
+        let path = self.root.join(GAP_SAFE_FILE);
+        let f = fs::File::create(&path).map_err(StoreError::io(&path))?;
+        f.sync_all().map_err(StoreError::io(&path))?;
+        let dir = fs::File::open(&self.root).map_err(StoreError::io(&self.root))?;
+        dir.sync_all().map_err(StoreError::io(&self.root))
     }
 
     /// Deletes all queues of a topic and their files.

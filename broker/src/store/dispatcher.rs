@@ -16,6 +16,18 @@
 //! (a lagging queue appends it at the queue offset stored in the record, never a new one), the
 //! index skips records at or below its last offset. When nothing lags, nothing is re-read.
 //!
+//! No single record stops a queue (G7): a record's consume-queue unit always lands, at the
+//! offset stored in the record when that is free (offsets between the queue's end and it
+//! become holes), else at the queue's end ([`ConsumeQueue::append`] says which, the dispatcher
+//! logs and counts it in [`super::consume_queue::QueueRepairs`]). Only a filesystem error holds
+//! dispatch at a record, retried until the disk takes it. Consume queues written before this
+//! rule (no [`super::consume_queue::GAP_SAFE_FILE`]) may have stopped at such a record while
+//! the checkpoint moved on, so their store is re-checked once: every committed entry is
+//! offered again to its queue without the shortcut by physical end (before the resume point
+//! only to queues that exist, so deleted topics stay deleted), which writes what is missing;
+//! the marker is written once the repaired queues are flushed. A crash in that pass repeats it, which can append a renumbered record twice (a
+//! duplicate delivery, never a loss).
+//!
 //! Delayed delivery progress: a committed record carrying the schedule-origin marker
 //! ([`SCHEDULE_ORIGIN_PROPERTY`]) whose level/offset/physical offset match a unit of the
 //! schedule queue advances the log-derived delay offset of its level
@@ -24,6 +36,7 @@
 //! the entries before the consume-queue resume point are read for the markers only; the
 //! published mark starts at that earlier point, so the role machine waits for it (R13).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tokio::sync::watch;
@@ -71,6 +84,11 @@ pub struct Dispatcher {
     /// The entry whose consume-queue write failed on the filesystem: dispatch retries it
     /// (logged once) instead of skipping a message consumers would never see.
     stalled_at: Option<i64>,
+    /// Entries below this index are re-checked against the queues: the one pass over the log
+    /// of a store whose queues predate gap-safe dispatch (see the module doc); below the
+    /// consume-queue resume point only queues that exist are touched. At or below `begin`
+    /// when there is nothing to re-check.
+    recheck_below: i64,
 }
 
 /// Entries between publications of dispatch progress (a power of two): held pulls of busy
@@ -175,6 +193,20 @@ impl Dispatcher {
             // The log-derived delay offsets lag the consume queues: re-read from there.
             next_index = delay_from;
         }
+        let mut recheck_below = begin;
+        if !cqs.is_gap_safe() && committed.index >= begin {
+            // Queues written before gap-safe dispatch may have stopped at a record that got an
+            // offset the old dispatcher refused (and the checkpoint moved past everything
+            // after it): every committed entry is checked once.
+            recheck_below = committed.index + 1;
+            next_index = begin;
+            tracing::warn!(
+                entries = recheck_below - begin,
+                "consume queues predate gap-safe dispatch: re-checking them against the log once"
+            );
+        } else {
+            cqs.mark_gap_safe()?;
+        }
         let mark = DispatchMark {
             index: next_index - 1,
             end_pos: end_pos_before(log.as_ref(), next_index, begin),
@@ -216,6 +248,7 @@ impl Dispatcher {
                 replayed: 0,
                 replay_total: replay,
                 stalled_at: None,
+                recheck_below,
             },
             rx,
         ))
@@ -359,7 +392,28 @@ impl Dispatcher {
             self.note_replayed(index);
         }
         self.next_index += 1;
+        if self.next_index == self.recheck_below {
+            self.recheck_done();
+        }
         DispatchMark { index, end_pos }
+    }
+
+    /// The one re-check of an older store's queues reached the resume point: once the repaired
+    /// queues are durable the store is marked gap-safe (until then a restart re-checks).
+    fn recheck_done(&mut self) {
+        let r = self.cqs.repairs();
+        tracing::info!(
+            holes = r.holes.load(Ordering::Relaxed),
+            filled = r.filled.load(Ordering::Relaxed),
+            renumbered = r.renumbered.load(Ordering::Relaxed),
+            "re-check of the consume queues against the log done"
+        );
+        match self.cqs.flush_all().and_then(|()| self.cqs.mark_gap_safe()) {
+            Ok(()) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "marking the consume queues gap-safe failed; the next start re-checks them");
+            }
+        }
     }
 
     /// A record whose consume-queue write failed on the filesystem: not skipped (consumers
@@ -431,27 +485,15 @@ impl Dispatcher {
         if let Some(v) = origin {
             self.note_delivery(v);
         }
+        let phys = e.pos + DLEDGER_ENTRY_HEADER_LEN;
         if e.index < self.markers_only_below {
+            if e.index < self.recheck_below {
+                self.recheck(&view, e.index, phys, [delay_level, tags])?;
+            }
             return Ok(());
         }
-        let phys = e.pos + DLEDGER_ENTRY_HEADER_LEN;
         if sysflag::is_dispatched_to_consume_queue(view.sys_flag) {
-            let tag_code = if view.topic == topic::SCHEDULE_TOPIC {
-                let level = delay_level
-                    .and_then(|v| std::str::from_utf8(v).ok())
-                    .and_then(|v| v.parse::<usize>().ok())
-                    .unwrap_or(1)
-                    .clamp(1, self.delay_levels_ms.len().max(1));
-                let delay = self.delay_levels_ms.get(level - 1).copied().unwrap_or(1000);
-                view.store_timestamp + delay
-            } else {
-                tags.map_or(0, tag::tag_code_of_bytes)
-            };
-            let unit = CqUnit {
-                physical_offset: phys,
-                size: view.total_size,
-                tag_code,
-            };
+            let unit = self.unit_of(&view, phys, delay_level, tags);
             // A queue holds its records in log order: one whose last unit ends above this
             // record already has it (re-dispatch after a restart); a lagging one appends it
             // at the queue offset stored in the record.
@@ -459,24 +501,12 @@ impl Dispatcher {
                 .queue_cache
                 .get_or_create(&self.cqs, view.topic, view.queue_id)
                 .and_then(|q| {
-                    if phys < q.max_physical_end() {
+                    if phys < q.max_physical_end() && e.index >= self.recheck_below {
                         return Ok((q, AppendOutcome::AlreadyPresent));
                     }
                     q.append(view.queue_offset, unit).map(|o| (q, o))
                 });
-            match res {
-                Ok((q, AppendOutcome::Appended)) => {
-                    // A step touches few queues: a short scan keeps each once.
-                    if !self.grown.iter().any(|g| Arc::ptr_eq(g, &q)) {
-                        self.grown.push(q);
-                    }
-                }
-                Ok((_, AppendOutcome::AlreadyPresent)) => {}
-                Err(err @ super::StoreError::Io { .. }) => return Err(err),
-                Err(err) => {
-                    tracing::error!(topic = view.topic, queue_id = view.queue_id, queue_offset = view.queue_offset, error = %err, "consume-queue dispatch failed");
-                }
-            }
+            self.note_append(&view, e.index, res)?;
         }
         if phys > self.indexed_through {
             match self.index.index_message(
@@ -492,6 +522,111 @@ impl Dispatcher {
                     self.indexed_through = self.index.last_physical_offset();
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// The consume-queue unit of a record at `phys`.
+    fn unit_of(
+        &self,
+        view: &RecordView<'_>,
+        phys: i64,
+        delay_level: Option<&[u8]>,
+        tags: Option<&[u8]>,
+    ) -> CqUnit {
+        let tag_code = if view.topic == topic::SCHEDULE_TOPIC {
+            let level = delay_level
+                .and_then(|v| std::str::from_utf8(v).ok())
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(1)
+                .clamp(1, self.delay_levels_ms.len().max(1));
+            let delay = self.delay_levels_ms.get(level - 1).copied().unwrap_or(1000);
+            view.store_timestamp + delay
+        } else {
+            tags.map_or(0, tag::tag_code_of_bytes)
+        };
+        CqUnit {
+            physical_offset: phys,
+            size: view.total_size,
+            tag_code,
+        }
+    }
+
+    /// The re-check of an older store: a record of a queue that exists must be in it, at its
+    /// own offset when that is free (or a hole), else at the end (see [`ConsumeQueue::append`]).
+    /// Queues that no longer exist (deleted topics) are not brought back.
+    fn recheck(
+        &mut self,
+        view: &RecordView<'_>,
+        index: i64,
+        phys: i64,
+        [delay_level, tags]: [Option<&[u8]>; 2],
+    ) -> Result<(), super::StoreError> {
+        if !sysflag::is_dispatched_to_consume_queue(view.sys_flag) {
+            return Ok(());
+        }
+        let Some(q) = self.cqs.get(view.topic, view.queue_id) else {
+            return Ok(());
+        };
+        let unit = self.unit_of(view, phys, delay_level, tags);
+        let res = q.append(view.queue_offset, unit).map(|o| (q, o));
+        self.note_append(view, index, res)
+    }
+
+    /// Logs and counts what an append of entry `index` did; a filesystem error is returned
+    /// (dispatch retries the record), any other error is logged and counted, and the record
+    /// skipped.
+    fn note_append(
+        &mut self,
+        view: &RecordView<'_>,
+        index: i64,
+        res: Result<(Arc<ConsumeQueue>, AppendOutcome), super::StoreError>,
+    ) -> Result<(), super::StoreError> {
+        let repairs = self.cqs.repairs();
+        let (q, outcome) = match res {
+            Ok(r) => r,
+            Err(err @ super::StoreError::Io { .. }) => return Err(err),
+            Err(err) => {
+                repairs.dropped.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(topic = view.topic, queue_id = view.queue_id, queue_offset = view.queue_offset, index, error = %err, "record fits no consume queue; skipped");
+                return Ok(());
+            }
+        };
+        match outcome {
+            AppendOutcome::Appended | AppendOutcome::AlreadyPresent => {}
+            AppendOutcome::AfterHoles { holes } => {
+                repairs.holes.fetch_add(holes as u64, Ordering::Relaxed);
+                tracing::warn!(
+                    topic = view.topic,
+                    queue_id = view.queue_id,
+                    queue_offset = view.queue_offset,
+                    holes,
+                    "consume queue ended below the record's offset; holes written before it"
+                );
+            }
+            AppendOutcome::FilledHole => {
+                repairs.filled.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    topic = view.topic,
+                    queue_id = view.queue_id,
+                    queue_offset = view.queue_offset,
+                    "record filled a hole at its offset"
+                );
+            }
+            AppendOutcome::Renumbered { stored, at } => {
+                repairs.renumbered.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(
+                    topic = view.topic,
+                    queue_id = view.queue_id,
+                    stored_offset = stored,
+                    queue_offset = at,
+                    "record's queue offset is taken or invalid; appended at the queue's end"
+                );
+            }
+        }
+        // A step touches few queues: a short scan keeps each once.
+        if outcome.grew() && !self.grown.iter().any(|g| Arc::ptr_eq(g, &q)) {
+            self.grown.push(q);
         }
         Ok(())
     }

@@ -9,6 +9,17 @@
 //! the consume queues once the log is caught up; an indeterminate failure keeps the offset
 //! (the entry may commit; it is never reused).
 //!
+//! Invariant (G7, "no single record stops a queue"): an offset the store hands out to a record
+//! is always dispatched to that record's consume queue. Records the dispatcher leaves out of
+//! queues (transaction PREPARED/ROLLBACK) never take one, whatever the caller asked for
+//! ([`takes_queue_offset`]). Where the queue and the log disagree anyway (a proposal that failed
+//! after taking its offset, a store written before this rule, a bug, a disk fault) dispatch
+//! repairs the queue instead of stopping at the record: offsets no record reached become holes
+//! that pulls pass over, and a record whose own offset is taken is appended at the queue's end
+//! (logged, counted in [`super::consume_queue::QueueRepairs`], exported as a metric). Pulls
+//! answer every record with the offset it is read at. A store whose queues predate this rule
+//! is re-checked against the log once at start (see the dispatcher).
+//!
 //! Reads: only committed and dispatched data ([`MessageStore::get_messages`]).
 
 use std::collections::HashMap;
@@ -31,7 +42,11 @@ use super::inflight::{InflightPermit, InflightWindow, WindowError};
 use super::StoreError;
 use crate::config::BrokerConfig;
 use crate::error::{AppendRefusal, BrokerError};
-use crate::message::record::{patch_queue_offset, read_store_timestamp, DLEDGER_ENTRY_HEADER_LEN};
+use crate::message::record::{
+    patch_queue_offset, read_store_timestamp, read_sys_flag, DLEDGER_ENTRY_HEADER_LEN,
+    QUEUE_OFFSET_POS,
+};
+use crate::message::sysflag;
 use crate::role::WaterMarks;
 
 /// Proposals allowed in flight at once: below DLedger's pending window (10000) so the ledger
@@ -410,7 +425,7 @@ impl MessageStore {
         take_offset: bool,
     ) -> Result<(i64, Proposal), BrokerError> {
         let mut table = self.lock_offsets();
-        if !take_offset {
+        if !take_offset || !takes_queue_offset(&record) {
             let proposal = self.propose_polled(cx, record).map_err(propose_error)?;
             return Ok((0, proposal));
         }
@@ -443,6 +458,9 @@ impl MessageStore {
         pending: &mut Vec<Proposal>,
     ) -> Result<(i64, Option<ProposeFailure>), BrokerError> {
         let mut table = self.lock_offsets();
+        // The batch takes offsets only if every record will be dispatched (a batch is of one
+        // kind; a mixed one gets none rather than offsets the queue would never show).
+        let take_offsets = take_offsets && records.iter().all(|r| takes_queue_offset(r));
         let base = next_queue_offset(&table, &self.cqs, topic, queue_id, take_offsets);
         let mut accepted = 0i64;
         let mut failure = None;
@@ -552,9 +570,11 @@ impl MessageStore {
         let Some(q) = self.cqs.get(topic, queue_id) else {
             return -1;
         };
-        match q.get(q.min_offset()) {
-            Ok(Some(u)) => self.store_time_of(u.physical_offset).unwrap_or(-1),
-            _ => -1,
+        // The first real unit (a hole left by a repaired queue has no record).
+        let units = q.read_units(q.min_offset(), 64).unwrap_or_default();
+        match units.iter().find(|u| !u.is_blank()) {
+            Some(u) => self.store_time_of(u.physical_offset).unwrap_or(-1),
+            None => -1,
         }
     }
 
@@ -657,18 +677,27 @@ impl MessageStore {
         let mut next = offset;
         let limit = max_msgs.max(1);
         for u in units {
+            // Holes (offsets no record reached, see ConsumeQueue::append) are passed over.
+            let hole = u.is_blank();
             if r.message_count >= limit
-                || (r.message_count > 0 && r.body.len() + u.size as usize > max_bytes)
+                || (!hole && r.message_count > 0 && r.body.len() + u.size as usize > max_bytes)
             {
                 break;
             }
+            let at = next;
             next += 1;
-            if !accept(u.tag_code) {
+            if hole || !accept(u.tag_code) {
                 continue;
             }
             match self.log.read_message(u.physical_offset) {
                 Some(rec) => {
+                    let start = r.body.len();
                     r.body.extend_from_slice(&rec);
+                    // A record the dispatcher had to put at another offset than its own is
+                    // answered with the offset it is read at, so consumers commit past it.
+                    if read_queue_offset(&rec) != Some(at) {
+                        let _ = patch_queue_offset(&mut r.body[start..], at);
+                    }
                     r.message_count += 1;
                 }
                 None => {
@@ -741,6 +770,19 @@ impl Drop for MessageStore {
     fn drop(&mut self) {
         self.stop.cancel();
     }
+}
+
+/// Whether the dispatcher will put `record` into its consume queue, so that it may take a
+/// queue offset (invariant of the store, see the module doc): a transaction PREPARED or
+/// ROLLBACK record never gets one, whatever its caller asked for.
+fn takes_queue_offset(record: &[u8]) -> bool {
+    read_sys_flag(record).is_ok_and(sysflag::is_dispatched_to_consume_queue)
+}
+
+/// The queue offset stored in a record.
+fn read_queue_offset(record: &[u8]) -> Option<i64> {
+    let b = record.get(QUEUE_OFFSET_POS..QUEUE_OFFSET_POS + 8)?;
+    Some(i64::from_be_bytes(b.try_into().ok()?))
 }
 
 /// The queue's next offset under the offsets lock (0 for records that take none); a queue
@@ -879,6 +921,91 @@ mod tests {
         assert_eq!(store.max_offset("T", 0), 3);
         let r = store.get_messages("T", 0, 0, 32, 1 << 20, true, &|_| true);
         assert_eq!(r.message_count, 3);
+        store.shutdown().await;
+    }
+
+    fn record_with(topic: &str, queue_offset: i64, sys_flag: i32) -> BytesMut {
+        encode(&crate::message::record::RecordFields {
+            queue_offset,
+            sys_flag,
+            ..record_fields(topic, b"x", b"")
+        })
+    }
+
+    /// The store's invariant: records the dispatcher leaves out of queues (transaction
+    /// PREPARED/ROLLBACK) never take a queue offset, whatever the caller asked for, so the
+    /// queue has no offset it would never show (issue 25's ROLLBACK batch).
+    #[tokio::test]
+    async fn records_left_out_of_queues_take_no_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = "127.0.0.1:10911".parse().unwrap();
+        let log = MemLog::new_leader();
+        let store = MessageStore::open(&cfg(dir.path()), Arc::new(log), host).unwrap();
+        let put = |recs: Vec<BytesMut>| store.put_records("T", 0, recs, true);
+        assert_eq!(put(vec![record("T")]).await.unwrap().first_queue_offset, 0);
+        let rollback = sysflag::TRANSACTION_ROLLBACK_TYPE;
+        let prepared = sysflag::TRANSACTION_PREPARED_TYPE;
+        assert_eq!(
+            put(vec![record_with("T", 0, rollback)])
+                .await
+                .unwrap()
+                .first_queue_offset,
+            0
+        );
+        let one = store
+            .put_record("T", 0, record_with("T", 0, prepared), true)
+            .await
+            .unwrap();
+        assert_eq!(one.queue_offset, 0);
+        assert_eq!(put(vec![record("T")]).await.unwrap().first_queue_offset, 1);
+        let mut rx = store.dispatched();
+        tokio::time::timeout(Duration::from_secs(5), rx.wait_for(|m| m.index >= 3))
+            .await
+            .unwrap()
+            .unwrap();
+        let r = store.get_messages("T", 0, 1, 32, 1 << 20, true, &|_| true);
+        assert_eq!((r.status, r.message_count), (GetStatus::Found, 1));
+        assert_eq!(store.max_offset("T", 0), 2);
+        store.shutdown().await;
+    }
+
+    /// Pulls pass over holes and answer a record put at another offset than its own with the
+    /// offset it is read at, so a consumer commits past it and never loops.
+    #[tokio::test]
+    async fn pulls_pass_over_holes_and_report_the_offset_read_at() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = "127.0.0.1:10911".parse().unwrap();
+        let log = MemLog::new_leader();
+        // As a log with a gap at 1 and a record claiming taken offset 0 would hold.
+        for (i, off) in [0i64, 2, 0].into_iter().enumerate() {
+            let p = log
+                .propose(record_with("T", off, 0).freeze())
+                .await
+                .unwrap();
+            assert_eq!(p.index, i as i64);
+        }
+        let store = MessageStore::open(&cfg(dir.path()), Arc::new(log), host).unwrap();
+        let mut rx = store.dispatched();
+        tokio::time::timeout(Duration::from_secs(5), rx.wait_for(|m| m.index >= 2))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(store.max_offset("T", 0), 4);
+        let hole = store.get_messages("T", 0, 1, 1, 1 << 20, true, &|_| true);
+        assert_eq!(
+            (hole.status, hole.message_count, hole.next_begin_offset),
+            (GetStatus::NoMatchedMessage, 0, 2)
+        );
+        let r = store.get_messages("T", 0, 0, 32, 1 << 20, true, &|_| true);
+        assert_eq!(
+            (r.status, r.message_count, r.next_begin_offset),
+            (GetStatus::Found, 3, 4)
+        );
+        let offsets: Vec<i64> =
+            crate::message::decode_records(r.body.clone().freeze(), crate::message::CrcCheck::Skip)
+                .map(|m| m.unwrap().queue_offset)
+                .collect();
+        assert_eq!(offsets, [0, 2, 3]);
         store.shutdown().await;
     }
 }

@@ -51,14 +51,6 @@ pub enum StoreError {
     /// A store file is damaged in a way recovery cannot repair.
     #[error("corrupt store file {path}: {reason}")]
     Corrupt { path: PathBuf, reason: String },
-    /// A consume-queue append that would leave a hole or rewrite a different unit.
-    #[error("consume queue {topic}/{queue_id}: expected logical offset {expected}, got {got}")]
-    QueueOffsetMismatch {
-        topic: String,
-        queue_id: i32,
-        expected: i64,
-        got: i64,
-    },
     /// An argument outside what the store accepts.
     #[error("invalid argument: {0}")]
     Invalid(String),

@@ -88,25 +88,125 @@ fn restart_recovers_and_reappend_is_idempotent() {
         q.read_units(0, 100).unwrap(),
         (0..7).map(unit).collect::<Vec<_>>()
     );
-    // Re-dispatch after restart: same unit is a no-op; a different one or a hole is an error.
+    // Re-dispatch after restart: the same record is a no-op.
     assert_eq!(q.append(6, unit(6)).unwrap(), AppendOutcome::AlreadyPresent);
-    assert!(matches!(
-        q.append(6, unit(60)),
-        Err(StoreError::QueueOffsetMismatch {
-            expected: 7,
-            got: 6,
-            ..
-        })
-    ));
-    assert!(matches!(
-        q.append(9, unit(9)),
-        Err(StoreError::QueueOffsetMismatch {
-            expected: 7,
-            got: 9,
-            ..
-        })
-    ));
     assert_eq!(q.append(7, unit(7)).unwrap(), AppendOutcome::Appended);
+}
+
+/// No record is refused for its offset (G7): one past the end leaves holes before it, a
+/// taken, negative or absurd offset puts it at the end, and a hole is filled by its record;
+/// readers see holes as blank units, and a restart keeps all of it.
+#[test]
+fn no_record_is_refused_for_its_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let q = open(dir.path());
+        for n in 0..3 {
+            assert_eq!(q.append(n, unit(n)).unwrap(), AppendOutcome::Appended);
+        }
+        // Offsets 3 and 4 never reached the queue (a refused proposal, a skipped record).
+        assert_eq!(
+            q.append(5, unit(5)).unwrap(),
+            AppendOutcome::AfterHoles { holes: 2 }
+        );
+        assert_eq!((q.min_offset(), q.max_offset()), (0, 6));
+        let units = q.read_units(0, 10).unwrap();
+        assert_eq!(units.len(), 6);
+        assert!(units[3].is_blank() && units[4].is_blank());
+        assert_eq!(units[5], unit(5));
+        // Another record claiming a taken offset is appended at the end.
+        assert_eq!(
+            q.append(1, unit(50)).unwrap(),
+            AppendOutcome::Renumbered { stored: 1, at: 6 }
+        );
+        assert_eq!(
+            q.append(-4, unit(51)).unwrap(),
+            AppendOutcome::Renumbered { stored: -4, at: 7 }
+        );
+        assert_eq!(
+            q.append(i64::MAX, unit(52)).unwrap(),
+            AppendOutcome::Renumbered {
+                stored: i64::MAX,
+                at: 8
+            }
+        );
+        assert_eq!(
+            q.append(9 + MAX_HOLE_FILL + 1, unit(53)).unwrap(),
+            AppendOutcome::Renumbered {
+                stored: 9 + MAX_HOLE_FILL + 1,
+                at: 9
+            }
+        );
+        // A record whose offset is a hole fills it; the queue's end stays.
+        assert_eq!(q.append(4, unit(4)).unwrap(), AppendOutcome::FilledHole);
+        assert_eq!(q.append(4, unit(4)).unwrap(), AppendOutcome::AlreadyPresent);
+        assert_eq!(q.max_offset(), 10);
+        assert_eq!(q.max_physical_end(), unit(53).physical_end());
+        // Holes are not records.
+        assert!(q.append(10, BLANK).is_err());
+        q.flush().unwrap();
+    }
+    let q = open(dir.path());
+    assert_eq!((q.min_offset(), q.max_offset()), (0, 10));
+    assert_eq!(q.max_physical_end(), unit(53).physical_end());
+    let units = q.read_units(0, 20).unwrap();
+    assert!(units[3].is_blank());
+    assert_eq!(units[4], unit(4));
+    assert_eq!(&units[6..], &[unit(50), unit(51), unit(52), unit(53)]);
+}
+
+/// Blank units left at the end by a crash between the holes and their record are not taken
+/// for a unit (their "end" would be i32::MAX): recovery trims them.
+#[test]
+fn recovery_trims_holes_left_without_their_record() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let q = open(dir.path());
+        for n in 0..2 {
+            q.append(n, unit(n)).unwrap();
+        }
+        q.append(4, unit(4)).unwrap();
+        q.flush().unwrap();
+    }
+    // The record's unit (offset 4) was lost; its holes (2, 3) reached the disk.
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .open(dir.path().join("TopicTest/1").join(file_name_of(0)))
+        .unwrap();
+    f.write_all_at(&[0u8; CQ_UNIT_SIZE], 4 * CQ_UNIT_SIZE as u64)
+        .unwrap();
+    let q = open(dir.path());
+    assert_eq!((q.min_offset(), q.max_offset()), (0, 2));
+    assert_eq!(q.max_physical_end(), unit(1).physical_end());
+    // Dispatch writes them again with the record.
+    assert_eq!(
+        q.append(4, unit(4)).unwrap(),
+        AppendOutcome::AfterHoles { holes: 2 }
+    );
+}
+
+/// Lookups by physical offset and time treat a hole as the record it was written for, so
+/// the minimum never moves past a live record and truncation takes holes with their record.
+#[test]
+fn holes_do_not_mislead_binary_searches() {
+    let dir = tempfile::tempdir().unwrap();
+    let q = open(dir.path());
+    q.append(0, unit(0)).unwrap();
+    q.append(3, unit(3)).unwrap(); // holes at 1, 2
+    q.append(4, unit(4)).unwrap();
+    // Everything is still in the log: the minimum stays at 0.
+    assert_eq!(q.correct_min_offset(0).unwrap(), 0);
+    // Time lookup: store time = physical offset here.
+    let t = |phys: i64, _| Some(phys);
+    assert_eq!(
+        q.offset_by_time(unit(3).physical_offset, TimeBoundary::Lower, t)
+            .unwrap(),
+        1
+    );
+    // Truncating the log at record 3 removes its holes too.
+    q.truncate_physical(unit(3).physical_offset).unwrap();
+    assert_eq!(q.max_offset(), 1);
+    assert_eq!(q.max_physical_end(), unit(0).physical_end());
 }
 
 #[test]

@@ -14,7 +14,7 @@ use super::*;
 use crate::message::properties::append_property;
 use crate::message::record::RecordFields;
 use crate::store::commit_log::CommitMark;
-use crate::store::consume_queue::{CQ_UNIT_SIZE, DISPATCH_CHECKPOINT_FILE};
+use crate::store::consume_queue::{CQ_UNIT_SIZE, DISPATCH_CHECKPOINT_FILE, GAP_SAFE_FILE};
 use crate::store::index_file::{IndexConfig, HASH_SLOT_LEN, INDEX_ENTRY_LEN, INDEX_HEADER_LEN};
 use crate::store::mem_log::MemLog;
 use crate::store::test_support::{encode, record_fields, ProbedLog};
@@ -399,4 +399,121 @@ async fn a_queue_the_filesystem_refuses_stalls_dispatch_until_it_can_be_written(
     stop.cancel();
     task.await.unwrap();
     assert_complete(&cqs, &index, &sent);
+}
+
+/// Appends to queue 0 of `T` a record stored with `queue_offset` and `sys_flag`, as whatever
+/// wrote the log did (old code included); its physical offset.
+async fn put_raw(log: &ProbedLog, queue_offset: i64, sys_flag: i32) -> i64 {
+    let rec = encode(&RecordFields {
+        queue_offset,
+        sys_flag,
+        store_timestamp: 1_700_000_000_000,
+        ..record_fields("T", b"payload", b"")
+    })
+    .freeze();
+    log.propose(rec).await.unwrap().physical_offset()
+}
+
+/// The physical offset of each real unit of queue 0 of `T` (None for a hole).
+fn queue_units(cqs: &ConsumeQueueSet) -> Vec<Option<i64>> {
+    let q = cqs.get("T", 0).unwrap();
+    q.read_units(q.min_offset(), 100)
+        .unwrap()
+        .into_iter()
+        .map(|u| (!u.is_blank()).then_some(u.physical_offset))
+        .collect()
+}
+
+/// G7: a log in which a queue offset was given to a record that dispatch leaves out of the
+/// queue (a ROLLBACK batch element, as issue 25's requests produced) does not stop the queue:
+/// the offset becomes a hole and every later record is readable at its own offset.
+#[tokio::test]
+async fn a_gap_in_a_queues_offsets_becomes_a_hole_and_the_queue_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = new_log();
+    let a = put_raw(&log, 0, 0).await;
+    put_raw(&log, 1, sysflag::TRANSACTION_ROLLBACK_TYPE).await;
+    let c = put_raw(&log, 2, 0).await;
+    let d = put_raw(&log, 3, 0).await;
+    let (cqs, _) = run_until(open(dir.path(), &log), 3).await;
+    assert_eq!(queue_units(&cqs), [Some(a), None, Some(c), Some(d)]);
+    assert_eq!(cqs.repairs().holes.load(Ordering::Relaxed), 1);
+    // A later record claiming a taken offset is still dispatched, at the end.
+    let e = put_raw(&log, 2, 0).await;
+    let (cqs, _) = run_until(open(dir.path(), &log), 4).await;
+    assert_eq!(
+        queue_units(&cqs),
+        [Some(a), None, Some(c), Some(d), Some(e)]
+    );
+    assert_eq!(cqs.repairs().renumbered.load(Ordering::Relaxed), 1);
+}
+
+/// Builds the consume queue an older dispatcher left: `units` (physical offsets of records
+/// of queue 0, at offsets 0..) written, the dispatch checkpoint at the log's end, and no
+/// gap-safe marker.
+fn old_store(dir: &Path, log: &ProbedLog, units: &[i64]) {
+    let cqs = ConsumeQueueSet::open(&dir.join("consumequeue"), CQ_FILE).unwrap();
+    let q = cqs.get_or_create("T", 0).unwrap();
+    for (n, &phys) in units.iter().enumerate() {
+        let size = log.inner.read_message(phys).unwrap().len() as i32;
+        let unit = CqUnit {
+            physical_offset: phys,
+            size,
+            tag_code: 0,
+        };
+        assert_eq!(q.append(n as i64, unit).unwrap(), AppendOutcome::Appended);
+    }
+    let last = log.inner.committed_mark().index;
+    let end = log.inner.committed_entry(last).unwrap().unwrap().end_pos();
+    cqs.note_dispatched_through(end);
+    cqs.flush_all().unwrap();
+    let _ = std::fs::remove_file(dir.join("consumequeue").join(GAP_SAFE_FILE));
+}
+
+/// Issue 25 point 3: a queue an older dispatcher left stuck (it refused the record after the
+/// gap and the checkpoint moved past everything after it) is readable again after a restart
+/// with this code, which re-checks the queues once and then marks the store gap-safe.
+#[tokio::test]
+async fn a_queue_stuck_by_an_older_dispatcher_is_repaired_at_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = new_log();
+    let a = put_raw(&log, 0, 0).await;
+    put_raw(&log, 1, sysflag::TRANSACTION_ROLLBACK_TYPE).await;
+    let c = put_raw(&log, 2, 0).await;
+    let d = put_raw(&log, 3, 0).await;
+    old_store(dir.path(), &log, &[a]);
+    let store = open(dir.path(), &log);
+    assert_eq!(store.dispatcher.replay_len(), 4, "every entry re-checked");
+    let (cqs, _) = run_until(store, 3).await;
+    assert_eq!(queue_units(&cqs), [Some(a), None, Some(c), Some(d)]);
+    drop(cqs);
+    assert!(dir.path().join("consumequeue").join(GAP_SAFE_FILE).exists());
+    // Once marked, a restart re-reads nothing.
+    let store = open(dir.path(), &log);
+    assert_eq!(store.dispatcher.replay_len(), 0);
+    let (cqs, _) = run_until(store, 3).await;
+    assert_eq!(queue_units(&cqs), [Some(a), None, Some(c), Some(d)]);
+}
+
+/// The same, when the older broker was also restarted after the queue got stuck: its send
+/// path then handed the stuck records' offsets out again (counters restart at the queue's
+/// end), so they are taken; the stuck records are appended at the end instead of lost.
+#[tokio::test]
+async fn records_whose_offsets_were_handed_out_again_are_kept_at_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = new_log();
+    let a = put_raw(&log, 0, 0).await;
+    put_raw(&log, 1, sysflag::TRANSACTION_ROLLBACK_TYPE).await;
+    let b = put_raw(&log, 2, 0).await;
+    let c = put_raw(&log, 3, 0).await;
+    // The restart: the queue ended at 1, so offsets 1.. were handed out again.
+    let d = put_raw(&log, 1, 0).await;
+    let e = put_raw(&log, 2, 0).await;
+    old_store(dir.path(), &log, &[a, d, e]);
+    let (cqs, _) = run_until(open(dir.path(), &log), 5).await;
+    assert_eq!(
+        queue_units(&cqs),
+        [Some(a), Some(d), Some(e), Some(b), Some(c)]
+    );
+    assert_eq!(cqs.repairs().renumbered.load(Ordering::Relaxed), 2);
 }
