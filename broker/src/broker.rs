@@ -172,6 +172,20 @@ impl Broker {
         tasks.push(tokio::spawn(
             BrokerController::new(Arc::clone(&ctx), services).run(),
         ));
+        let flush_interval = ctx
+            .config
+            .extra
+            .get("metadataOffsetFlushIntervalMs")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map_or(crate::metadata::DEFAULT_OFFSET_FLUSH_INTERVAL, |ms| {
+                Duration::from_millis(ms.max(1))
+            });
+        tasks.push(tokio::spawn(crate::metadata::run_offset_flusher(
+            Arc::clone(&ctx),
+            Arc::clone(&ctx.offset_flush),
+            flush_interval,
+            ctx.shutdown.clone(),
+        )));
         let namesrv = match ctx.config.namesrv_addr.as_deref() {
             Some(list) if !list.trim().is_empty() => {
                 let addrs = resolve_namesrv_addrs(list).await;
@@ -238,6 +252,13 @@ impl Broker {
         }
         for t in self.tasks {
             let _ = t.await;
+        }
+        // The last window of consumer offsets, while the log still runs.
+        let last_flush = crate::metadata::flush_offsets(&self.ctx, &self.ctx.offset_flush);
+        match tokio::time::timeout(Duration::from_secs(2), last_flush).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "last consumer offsets not flushed"),
+            Err(_) => tracing::warn!("last consumer offsets not flushed in time"),
         }
         self.ctx.store.shutdown().await;
         self.ctx.persist();

@@ -105,6 +105,8 @@ pub struct BrokerContext {
     pub register_now: Notify,
     /// Cancelled at shutdown: long polls answer at once.
     pub shutdown: CancellationToken,
+    /// Wakes and follows the consumer-offset flusher (offsets reach the log through it).
+    pub offset_flush: Arc<crate::metadata::OffsetFlushSignal>,
 }
 
 impl BrokerContext {
@@ -129,13 +131,10 @@ impl BrokerContext {
         config: BrokerConfig,
         store: Arc<MessageStore>,
     ) -> Result<Arc<BrokerContext>, crate::store::StoreError> {
-        let root = config.store_path_root_dir.clone();
-        let topics = Arc::new(TopicTable::open(&root, &config.topic_defaults())?);
-        let offsets = Arc::new(ConsumerOffsetTable::open(&root)?);
-        let subscriptions = Arc::new(SubscriptionGroupTable::open(
-            &root,
-            config.auto_create_subscription_group,
-        )?);
+        let meta = store.metadata();
+        let topics = Arc::clone(&meta.topics);
+        let offsets = Arc::clone(&meta.offsets);
+        let subscriptions = Arc::clone(&meta.subscriptions);
         let delay_offsets = Arc::clone(store.delay_offsets());
         let store_host = store.store_host;
         let uniq_keys = UniqKeyGenerator::new(store_host.ip(), std::process::id(), {
@@ -158,13 +157,14 @@ impl BrokerContext {
             store_host,
             register_now: Notify::new(),
             shutdown: CancellationToken::new(),
+            offset_flush: Arc::default(),
         }))
     }
 
     /// Persists the metadata tables (periodic and at shutdown).
     pub fn persist(&self) {
-        if let Err(e) = self.offsets.persist() {
-            tracing::warn!(error = %e, "persisting consumer offsets failed");
+        if let Err(e) = self.store.metadata().persist() {
+            tracing::warn!(error = %e, "persisting the metadata tables failed");
         }
         if let Err(e) = self.delay_offsets.persist() {
             tracing::warn!(error = %e, "persisting delay offsets failed");

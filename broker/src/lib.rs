@@ -37,6 +37,7 @@ pub mod context;
 pub mod controller;
 pub mod error;
 pub mod message;
+pub mod metadata;
 pub mod metrics;
 pub mod namesrv_client;
 pub mod processor;

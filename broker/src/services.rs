@@ -231,6 +231,9 @@ impl BrokerRoleServices {
         let s = self.settings(ctx);
         let t0 = Instant::now();
         self.stop_slave_sync(term).await;
+        // Offsets a follower answered from slave sync may be older than the log's: only the
+        // log's table and what the previous master still reports (below) are kept.
+        ctx.offsets.clear_pending();
         self.pull_offsets_from_previous_master(ctx, &s, term).await;
         // Reload: the schedule service reads the delay-offset table (synced and persisted),
         // the check service the consumer-offset table; both start from them now.
@@ -273,6 +276,9 @@ impl BrokerRoleServices {
         let s = self.settings(ctx);
         let t0 = Instant::now();
         self.stop_master_services(term).await;
+        // Commits this member took as master that never reached the log: the new master
+        // decides (no client was told they were replicated).
+        ctx.offsets.clear_pending();
         let mut slots = lock(&self.slots);
         if slots.slave_sync.is_none() {
             let c = Arc::clone(ctx);

@@ -55,7 +55,9 @@ async fn slave_copies_master_metadata_and_persists_it() {
     wait_for("group synced", || s.subscriptions.get("SyncG").is_some()).await;
     assert_eq!(s.topics.data_version(), m.topics.data_version());
 
-    // Later master changes follow; the files on disk hold them.
+    // Later master changes follow; the files on disk hold them, except consumer offsets:
+    // `consumerOffset.json` is what the replicated log made the table (the same on every
+    // member), and synced offsets are only answered on top of it.
     m.offsets.commit_offset("SyncG", "SyncT", 2, 99);
     wait_for("offset update synced", || {
         s.offsets.query_offset("SyncG", "SyncT", 2) == Some(99)
@@ -65,7 +67,6 @@ async fn slave_copies_master_metadata_and_persists_it() {
     wait_for("files persisted", || {
         let read = |f: &str| std::fs::read_to_string(cfg_dir.join(f)).unwrap_or_default();
         read("topics.json").contains("SyncT")
-            && read("consumerOffset.json").contains("99")
             && read("delayOffset.json").contains("17")
             && read("subscriptionGroup.json").contains("SyncG")
     })

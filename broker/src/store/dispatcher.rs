@@ -46,6 +46,7 @@ use super::commit_log::{first_index_at_or_after, LogEntryRef, ReplicatedLog};
 use super::consume_queue::{AppendOutcome, ConsumeQueue, ConsumeQueueSet, CqUnit, QueueCache};
 use super::delay_offsets::{DelayOffsetTable, ScheduleOrigin, SCHEDULE_ORIGIN_PROPERTY};
 use super::index_file::KeyIndex;
+use super::metadata_log::{MetadataChange, MetadataTables, METADATA_TOPIC};
 use crate::message::properties::{find_properties, keys};
 use crate::message::record::{CrcCheck, RecordView, DLEDGER_ENTRY_HEADER_LEN};
 use crate::message::{sysflag, tag, topic};
@@ -89,6 +90,8 @@ pub struct Dispatcher {
     /// consume-queue resume point only queues that exist are touched. At or below `begin`
     /// when there is nothing to re-check.
     recheck_below: i64,
+    /// The tables the log's metadata records are applied to (`None` in store-only tests).
+    metadata: Option<Arc<MetadataTables>>,
 }
 
 /// Entries between publications of dispatch progress (a power of two): held pulls of busy
@@ -151,6 +154,7 @@ impl Dispatcher {
         index: Arc<KeyIndex>,
         delay_levels_ms: Vec<i64>,
         delay_offsets: Arc<DelayOffsetTable>,
+        metadata: Option<Arc<MetadataTables>>,
     ) -> Result<(Dispatcher, watch::Receiver<DispatchMark>), super::StoreError> {
         let begin = log.begin_index().max(0);
         let committed = log.committed_mark();
@@ -192,6 +196,13 @@ impl Dispatcher {
         if delay_from < next_index {
             // The log-derived delay offsets lag the consume queues: re-read from there.
             next_index = delay_from;
+        }
+        if let Some(m) = &metadata {
+            let meta_from = (m.applied_through() + 1).max(begin);
+            if meta_from < next_index {
+                // The metadata tables' files lag: their records are applied again from there.
+                next_index = meta_from;
+            }
         }
         let mut recheck_below = begin;
         if !cqs.is_gap_safe() && committed.index >= begin {
@@ -249,6 +260,7 @@ impl Dispatcher {
                 replay_total: replay,
                 stalled_at: None,
                 recheck_below,
+                metadata,
             },
             rx,
         ))
@@ -486,6 +498,9 @@ impl Dispatcher {
             self.note_delivery(v);
         }
         let phys = e.pos + DLEDGER_ENTRY_HEADER_LEN;
+        if view.topic == METADATA_TOPIC {
+            self.apply_metadata(e.index, view.body, e.index >= self.markers_only_below);
+        }
         if e.index < self.markers_only_below {
             if e.index < self.recheck_below {
                 self.recheck(&view, e.index, phys, [delay_level, tags])?;
@@ -524,6 +539,24 @@ impl Dispatcher {
             }
         }
         Ok(())
+    }
+
+    /// Applies the metadata record at `index` to the tables (see `metadata_log`). A topic
+    /// deleted by a record dispatched for the first time (`live`) also loses its consume
+    /// queues; when the record is re-read after a restart the queues are as the dispatch
+    /// checkpoint left them, which already reflects it (and a topic created again later must
+    /// keep its new queues).
+    fn apply_metadata(&mut self, index: i64, body: &[u8], live: bool) {
+        let Some(meta) = &self.metadata else {
+            return;
+        };
+        if let Some(MetadataChange::TopicDelete { topic }) = meta.apply(index, body) {
+            if live {
+                if let Err(e) = self.cqs.remove_topic(&topic) {
+                    tracing::warn!(topic, error = %e, "removing the consume queues of a deleted topic failed");
+                }
+            }
+        }
     }
 
     /// The consume-queue unit of a record at `phys`.

@@ -39,7 +39,9 @@ use super::delay_offsets::DelayOffsetTable;
 use super::dispatcher::{DispatchMark, Dispatcher};
 use super::index_file::{IndexConfig, KeyIndex};
 use super::inflight::{InflightPermit, InflightWindow, WindowError};
+use super::metadata_log::MetadataTables;
 use super::StoreError;
+use super::{ConsumerOffsetTable, SubscriptionGroupTable, TopicTable};
 use crate::config::BrokerConfig;
 use crate::error::{AppendRefusal, BrokerError};
 use crate::message::record::{
@@ -135,6 +137,7 @@ pub struct MessageStore {
     cqs: Arc<ConsumeQueueSet>,
     index: Arc<KeyIndex>,
     delay_offsets: Arc<DelayOffsetTable>,
+    metadata: Arc<MetadataTables>,
     /// Next queue offset per topic and queueId; a missing entry means "consume queue max".
     /// Keyed by topic first so a send looks its counter up without allocating a key.
     /// A std lock, held only for the assignment and the proposal's first poll (never across
@@ -179,12 +182,24 @@ impl MessageStore {
         let index = Arc::new(KeyIndex::open(&cfg.index_dir(), IndexConfig::default())?);
         // Opened here: the dispatcher derives delayed-delivery progress from the log into it.
         let delay_offsets = Arc::new(DelayOffsetTable::open(&cfg.store_path_root_dir)?);
+        // Opened here too: the dispatcher applies the log's metadata records to them.
+        let root = &cfg.store_path_root_dir;
+        let metadata = Arc::new(MetadataTables::open(
+            root,
+            Arc::new(TopicTable::open(root, &cfg.topic_defaults())?),
+            Arc::new(SubscriptionGroupTable::open(
+                root,
+                cfg.auto_create_subscription_group,
+            )?),
+            Arc::new(ConsumerOffsetTable::open(root)?),
+        )?);
         let (dispatcher, dispatched) = Dispatcher::recover(
             Arc::clone(&log),
             Arc::clone(&cqs),
             Arc::clone(&index),
             cfg.message_delay_level_ms.clone(),
             Arc::clone(&delay_offsets),
+            Some(Arc::clone(&metadata)),
         )?;
         let stop = CancellationToken::new();
         let done = dispatcher
@@ -195,6 +210,7 @@ impl MessageStore {
             cqs,
             index,
             delay_offsets,
+            metadata,
             queue_offsets: std::sync::Mutex::new(HashMap::new()),
             resync_gate: tokio::sync::Mutex::new(()),
             resync_needed: AtomicBool::new(false),
@@ -212,6 +228,12 @@ impl MessageStore {
     /// The replicated log.
     pub fn log(&self) -> &Arc<dyn ReplicatedLog> {
         &self.log
+    }
+
+    /// The metadata tables the log's metadata records are applied to (`BrokerContext`'s
+    /// topic, subscription and offset tables are these).
+    pub fn metadata(&self) -> &Arc<MetadataTables> {
+        &self.metadata
     }
 
     /// The delay offsets (`BrokerContext::delay_offsets` is this table).

@@ -15,6 +15,7 @@ pub mod long_poll;
 mod mapped_words;
 pub mod mem_log;
 pub mod message_store;
+pub mod metadata_log;
 pub mod offsets;
 pub mod subscriptions;
 #[cfg(test)]

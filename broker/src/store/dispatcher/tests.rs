@@ -89,6 +89,7 @@ fn open(dir: &Path, log: &Arc<ProbedLog>) -> Store {
         Arc::clone(&index),
         vec![1000],
         Arc::clone(&delay),
+        None,
     )
     .unwrap();
     Store {

@@ -1,0 +1,173 @@
+//! The master's side of metadata through the log (see `store::metadata_log`): a change is
+//! proposed as a record of the reserved metadata topic, committed on a quorum and applied by
+//! this member's dispatcher before the request that made it is answered, so every member (and
+//! so every future master) has it. Consumer offsets, which are frequent, are gathered as
+//! pending commits and proposed by [`run_offset_flusher`] in one record per flush window.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::sync::{watch, Notify};
+use tokio_util::sync::CancellationToken;
+
+use crate::context::{now_ms, BrokerContext, ServingRole};
+use crate::error::BrokerError;
+use crate::message::record::{encode_record, MagicPolicy, RecordFields};
+use crate::store::metadata_log::{MetadataChange, OffsetCommit, METADATA_TOPIC};
+
+/// How long a change may take to commit and be applied here before the request fails.
+pub const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Default window in which consumer offset commits are gathered into one record.
+pub const DEFAULT_OFFSET_FLUSH_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Most offset commits in one record (a record stays far below `maxMessageSize`).
+const OFFSETS_PER_RECORD: usize = 2048;
+
+/// The stored record of `change`.
+fn encode_change(ctx: &BrokerContext, change: &MetadataChange) -> Result<BytesMut, BrokerError> {
+    let body = change.to_body();
+    let now = now_ms();
+    let fields = RecordFields {
+        queue_id: 0,
+        flag: 0,
+        queue_offset: 0,
+        physical_offset: 0,
+        sys_flag: 0,
+        born_timestamp: now,
+        born_host: ctx.store_host,
+        store_timestamp: now,
+        store_host: ctx.store_host,
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body: &body,
+        topic: METADATA_TOPIC,
+        properties: b"",
+    };
+    let mut limits = ctx.config.message_limits();
+    limits.max_body_bytes = limits.max_body_bytes.max(body.len());
+    let mut out = BytesMut::new();
+    encode_record(&fields, &limits, MagicPolicy::Auto, &mut out)?;
+    Ok(out)
+}
+
+/// Commits `change` through the log and waits until this member's tables have it. Only the
+/// master may (the log refuses anyone else).
+pub async fn commit_change(ctx: &BrokerContext, change: MetadataChange) -> Result<(), BrokerError> {
+    if ctx.role.role() == ServingRole::Slave {
+        return Err(BrokerError::ServiceNotAvailable(format!(
+            "broker {} is not master (DLedger follower): metadata changes go to the master",
+            ctx.config.broker_addr()
+        )));
+    }
+    let record = encode_change(ctx, &change)?;
+    let put = ctx
+        .store
+        .put_record(METADATA_TOPIC, 0, record, true)
+        .await?;
+    wait_applied(ctx, put.position.index).await
+}
+
+/// Waits until this member's dispatcher has passed log index `index` (so its metadata record,
+/// if any, is in the tables).
+async fn wait_applied(ctx: &BrokerContext, index: i64) -> Result<(), BrokerError> {
+    let mut rx = ctx.store.dispatched();
+    let waited = tokio::time::timeout(COMMIT_TIMEOUT, async {
+        rx.wait_for(|m| m.index >= index).await.is_ok()
+    })
+    .await;
+    match waited {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(BrokerError::ServiceNotAvailable("store shut down".into())),
+        Err(_) => Err(BrokerError::AppendIndeterminate(format!(
+            "metadata record {index} committed but not applied within {COMMIT_TIMEOUT:?}"
+        ))),
+    }
+}
+
+/// Wakes and follows the offset flusher.
+#[derive(Debug)]
+pub struct OffsetFlushSignal {
+    /// Asks for a flush now (a client waits for its commit).
+    flush_now: Notify,
+    /// Pending-commit sequence number through which commits are in the log and applied.
+    flushed: watch::Sender<u64>,
+}
+
+impl Default for OffsetFlushSignal {
+    fn default() -> Self {
+        OffsetFlushSignal {
+            flush_now: Notify::new(),
+            flushed: watch::channel(0).0,
+        }
+    }
+}
+
+impl OffsetFlushSignal {
+    /// Waits until the pending commit with sequence number `seq` is in the log (asking for a
+    /// flush now). Errors when that does not happen within [`COMMIT_TIMEOUT`] (the member lost
+    /// its leadership, the quorum is gone).
+    pub async fn wait_flushed(&self, seq: u64) -> Result<(), BrokerError> {
+        let mut rx = self.flushed.subscribe();
+        self.flush_now.notify_one();
+        let waited = tokio::time::timeout(COMMIT_TIMEOUT, async {
+            rx.wait_for(|&s| s >= seq).await.is_ok()
+        })
+        .await;
+        match waited {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(BrokerError::ServiceNotAvailable(
+                "broker shutting down".into(),
+            )),
+            Err(_) => Err(BrokerError::System(format!(
+                "consumer offset not replicated within {COMMIT_TIMEOUT:?}"
+            ))),
+        }
+    }
+}
+
+/// While this member is master: every `interval` (or at once when a client waits), proposes
+/// the pending consumer offset commits as metadata records and, once applied, drops them
+/// from the pending set. Runs until `stop`.
+pub async fn run_offset_flusher(
+    ctx: Arc<BrokerContext>,
+    signal: Arc<OffsetFlushSignal>,
+    interval: Duration,
+    stop: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tick.tick() => {}
+            _ = signal.flush_now.notified() => {}
+        }
+        if let Err(e) = flush_offsets(&ctx, &signal).await {
+            tracing::warn!(error = %e, "consumer offsets not flushed to the log; retrying");
+        }
+    }
+}
+
+/// One flush: the pending commits as records, then the pending set trimmed.
+pub async fn flush_offsets(
+    ctx: &BrokerContext,
+    signal: &OffsetFlushSignal,
+) -> Result<(), BrokerError> {
+    if ctx.role.role() != ServingRole::Master || !ctx.offsets.has_pending() {
+        return Ok(());
+    }
+    let batch = ctx.offsets.pending_batch();
+    for chunk in batch.commits.chunks(OFFSETS_PER_RECORD) {
+        let offsets: Vec<OffsetCommit> = chunk.to_vec();
+        commit_change(ctx, MetadataChange::Offsets { offsets }).await?;
+    }
+    ctx.offsets.clear_pending_through(batch.through_seq);
+    signal.flushed.send_if_modified(|s| {
+        let moved = batch.through_seq > *s;
+        *s = (*s).max(batch.through_seq);
+        moved
+    });
+    Ok(())
+}
