@@ -15,6 +15,7 @@ use crate::context::{now_ms, BrokerContext, ServingRole};
 use crate::error::BrokerError;
 use crate::message::record::{encode_record, MagicPolicy, RecordFields};
 use crate::store::metadata_log::{MetadataChange, OffsetCommit, METADATA_TOPIC};
+use crate::store::{SubscriptionGroupConfig, TopicConfig};
 
 /// How long a change may take to commit and be applied here before the request fails.
 pub const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -170,4 +171,60 @@ pub async fn flush_offsets(
         moved
     });
     Ok(())
+}
+
+/// Creates or replaces a topic through the log (UPDATE_AND_CREATE_TOPIC, auto-creation on
+/// send); returns once this member's table has it.
+pub async fn put_topic(ctx: &BrokerContext, cfg: TopicConfig) -> Result<(), BrokerError> {
+    commit_change(ctx, MetadataChange::TopicPut { topic_config: cfg }).await
+}
+
+/// Deletes a topic through the log (DELETE_TOPIC_IN_BROKER): the tables and consume queues of
+/// every member, then this master's queue-offset counters (a re-created topic starts at 0).
+pub async fn delete_topic(ctx: &BrokerContext, topic: &str) -> Result<(), BrokerError> {
+    commit_change(
+        ctx,
+        MetadataChange::TopicDelete {
+            topic: topic.to_owned(),
+        },
+    )
+    .await?;
+    ctx.store.delete_topic(topic).await?;
+    Ok(())
+}
+
+/// Creates or replaces a subscription group through the log.
+pub async fn put_group(
+    ctx: &BrokerContext,
+    cfg: SubscriptionGroupConfig,
+) -> Result<(), BrokerError> {
+    commit_change(ctx, MetadataChange::GroupPut { group_config: cfg }).await
+}
+
+/// Deletes a subscription group (and its offsets) through the log.
+pub async fn delete_group(ctx: &BrokerContext, group: &str) -> Result<(), BrokerError> {
+    commit_change(
+        ctx,
+        MetadataChange::GroupDelete {
+            group: group.to_owned(),
+        },
+    )
+    .await
+}
+
+/// A consumer's two-way offset commit (UPDATE_CONSUMER_OFFSET): answered once it is in the
+/// log. On a member that is not master the commit is only answered from here on (the log
+/// takes changes from the master alone), as before.
+pub async fn commit_offset_replicated(
+    ctx: &BrokerContext,
+    group: &str,
+    topic: &str,
+    queue_id: i32,
+    offset: i64,
+) -> Result<(), BrokerError> {
+    let seq = ctx.offsets.commit_offset(group, topic, queue_id, offset);
+    if ctx.role.role() != ServingRole::Master {
+        return Ok(());
+    }
+    ctx.offset_flush.wait_flushed(seq).await
 }
