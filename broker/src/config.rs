@@ -63,6 +63,9 @@ pub struct DLedgerPeer {
 pub const DEFAULT_MESSAGE_DELAY_LEVEL: &str =
     "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h";
 
+/// Default `maxTopicQueueNums`: no topic gets more read or write queues than this.
+pub const DEFAULT_MAX_TOPIC_QUEUE_NUMS: i32 = 1024;
+
 /// Every broker setting this implementation reads (broker-roles.md §8), with RocketMQ
 /// defaults.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,6 +115,13 @@ pub struct BrokerConfig {
     pub auto_create_topic_enable: bool,
     pub auto_create_subscription_group: bool,
     pub default_topic_queue_nums: i32,
+    /// `maxTopicQueueNums` (ours; Java has no bound): the most read or write queues a topic
+    /// may have, checked on UPDATE_AND_CREATE_TOPIC and on auto-creation by a send (which
+    /// takes min(client's `defaultTopicQueueNums`, template's write queues, this)).
+    pub max_topic_queue_nums: i32,
+    /// Java 5 `validateSystemTopicWhenUpdateTopic`: UPDATE_AND_CREATE_TOPIC and
+    /// DELETE_TOPIC_IN_BROKER refuse system topics.
+    pub validate_system_topic_when_update_topic: bool,
     pub cluster_topic_enable: bool,
     pub broker_topic_enable: bool,
     pub trace_topic_enable: bool,
@@ -229,6 +239,8 @@ impl Default for BrokerConfig {
             auto_create_topic_enable: true,
             auto_create_subscription_group: true,
             default_topic_queue_nums: 8,
+            max_topic_queue_nums: DEFAULT_MAX_TOPIC_QUEUE_NUMS,
+            validate_system_topic_when_update_topic: true,
             cluster_topic_enable: true,
             broker_topic_enable: true,
             trace_topic_enable: false,
@@ -629,6 +641,15 @@ impl BrokerConfig {
                     return Err(invalid(key, v, "must be positive"));
                 }
             }
+            "maxTopicQueueNums" => {
+                self.max_topic_queue_nums = parse_num(key, v)?;
+                if self.max_topic_queue_nums <= 0 {
+                    return Err(invalid(key, v, "must be positive"));
+                }
+            }
+            "validateSystemTopicWhenUpdateTopic" => {
+                self.validate_system_topic_when_update_topic = parse_bool(key, v)?
+            }
             "clusterTopicEnable" => self.cluster_topic_enable = parse_bool(key, v)?,
             "brokerTopicEnable" => self.broker_topic_enable = parse_bool(key, v)?,
             "traceTopicEnable" => self.trace_topic_enable = parse_bool(key, v)?,
@@ -899,6 +920,25 @@ mod tests {
         assert!(c.extra.is_empty(), "a known key");
         let e = BrokerConfig::from_properties("remotingBusyPollMicros=-5\n").unwrap_err();
         assert!(e.to_string().contains("remotingBusyPollMicros"), "{e}");
+    }
+
+    #[test]
+    fn topic_validation_keys() {
+        let d = BrokerConfig::default();
+        assert_eq!(d.max_topic_queue_nums, DEFAULT_MAX_TOPIC_QUEUE_NUMS);
+        assert!(d.validate_system_topic_when_update_topic);
+        let c = BrokerConfig::from_properties(
+            "maxTopicQueueNums=64\nvalidateSystemTopicWhenUpdateTopic=false\n",
+        )
+        .unwrap();
+        assert_eq!(c.max_topic_queue_nums, 64);
+        assert!(!c.validate_system_topic_when_update_topic);
+        assert!(c.extra.is_empty(), "known keys");
+        for bad in ["0", "-1", "x"] {
+            let e =
+                BrokerConfig::from_properties(&format!("maxTopicQueueNums={bad}\n")).unwrap_err();
+            assert!(e.to_string().contains("maxTopicQueueNums"), "{e}");
+        }
     }
 
     #[test]

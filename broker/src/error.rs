@@ -40,6 +40,17 @@ pub enum BrokerError {
     /// Body/properties/topic too long, bad batch, malformed properties.
     #[error("message illegal: {0}")]
     MessageIllegal(String),
+    /// What Java's store refuses as `MESSAGE_ILLEGAL` / `PROPERTIES_SIZE_EXCEEDED` (body over
+    /// `maxMessageSize`, properties over 32767 bytes, a transactional or delayed batch):
+    /// answered with Java's one remark for all of them, followed by the cause.
+    #[error("message illegal ({cause}), body limit {max_body_bytes} bytes")]
+    PutIllegal {
+        cause: String,
+        max_body_bytes: usize,
+    },
+    /// UPDATE_AND_CREATE_TOPIC / DELETE_TOPIC_IN_BROKER naming a system topic.
+    #[error("The topic[{0}] is conflict with system topic.")]
+    SystemTopicConflict(String),
     /// The topic does not exist and may not be auto-created.
     #[error("topic[{0}] not exist, apply first please!")]
     TopicNotExist(String),
@@ -66,7 +77,11 @@ pub enum BrokerError {
 impl From<MessageError> for BrokerError {
     fn from(e: MessageError) -> Self {
         match e {
-            MessageError::IllegalTopic { .. } => BrokerError::InvalidParameter(e.to_string()),
+            // Java 5 answers a bad topic name on the send path with INVALID_PARAMETER and
+            // TopicValidator's remark (the admin paths map it to SYSTEM_ERROR themselves).
+            MessageError::IllegalTopic { reason, .. } => {
+                BrokerError::InvalidParameter(reason.to_owned())
+            }
             _ => BrokerError::MessageIllegal(e.to_string()),
         }
     }
@@ -74,6 +89,14 @@ impl From<MessageError> for BrokerError {
 
 /// Remark Java uses for flow-control refusals.
 pub const BUSY_REMARK: &str = "[PC_SYNCHRONIZED]broker busy, start flow control for a while";
+
+/// Java 5's remark for every store-level MESSAGE_ILLEGAL (`SendMessageProcessor`
+/// `handlePutMessageResult`) for a `maxMessageSize` of `max_body_bytes`.
+pub fn put_illegal_remark(max_body_bytes: usize) -> String {
+    format!(
+        "the message is illegal, maybe msg body or properties length not matched. msg body length limit {max_body_bytes}B, msg properties length limit 32KB."
+    )
+}
 
 /// The response code and remark for `err` (the only place this mapping lives).
 pub fn to_response(err: &BrokerError) -> (ResponseCode, String) {
@@ -94,6 +117,14 @@ pub fn to_response(err: &BrokerError) -> (ResponseCode, String) {
         // both SYSTEM_ERROR on the wire. The message may exist (R14).
         BrokerError::AppendIndeterminate(why) => (ResponseCode::SYSTEM_ERROR, why.clone()),
         BrokerError::MessageIllegal(why) => (ResponseCode::MESSAGE_ILLEGAL, why.clone()),
+        BrokerError::PutIllegal {
+            cause,
+            max_body_bytes,
+        } => (
+            ResponseCode::MESSAGE_ILLEGAL,
+            format!("{} ({cause})", put_illegal_remark(*max_body_bytes)),
+        ),
+        BrokerError::SystemTopicConflict(_) => (ResponseCode::SYSTEM_ERROR, err.to_string()),
         BrokerError::TopicNotExist(_) => (ResponseCode::TOPIC_NOT_EXIST, err.to_string()),
         BrokerError::NoPermission(why) => (ResponseCode::NO_PERMISSION, why.clone()),
         BrokerError::InvalidParameter(why) => (ResponseCode::INVALID_PARAMETER, why.clone()),
@@ -147,6 +178,31 @@ mod tests {
         assert_eq!(
             to_response(&BrokerError::AppendRefused(AppendRefusal::NotLeader)).1,
             BUSY_REMARK
+        );
+    }
+
+    #[test]
+    fn validation_errors_carry_java_codes_and_remarks() {
+        let (code, remark) = to_response(&BrokerError::PutIllegal {
+            cause: "batch message does not support transaction".into(),
+            max_body_bytes: 4096,
+        });
+        assert_eq!(code, ResponseCode::MESSAGE_ILLEGAL);
+        assert!(remark.starts_with(&put_illegal_remark(4096)), "{remark}");
+        assert!(remark.contains("msg body length limit 4096B"), "{remark}");
+        assert!(remark.ends_with("(batch message does not support transaction)"));
+        let (code, remark) = to_response(&BrokerError::SystemTopicConflict("TBW102".into()));
+        assert_eq!(code, ResponseCode::SYSTEM_ERROR);
+        assert_eq!(remark, "The topic[TBW102] is conflict with system topic.");
+        let e: BrokerError = crate::message::topic::validate_topic("a b")
+            .unwrap_err()
+            .into();
+        assert_eq!(
+            to_response(&e),
+            (
+                ResponseCode::INVALID_PARAMETER,
+                crate::message::topic::TOPIC_ILLEGAL_CHARS_REMARK.to_owned()
+            )
         );
     }
 }

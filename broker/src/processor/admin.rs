@@ -2,6 +2,12 @@
 //! (21), GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45),
 //! GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201), GET_BROKER_RUNTIME_INFO (28), GET_BROKER_CONFIG
 //! (26), DELETE_TOPIC_IN_BROKER (215) (remoting.md §11.7-§11.8).
+//!
+//! The two topic writers check as Java 5's `AdminBrokerProcessor` does, answering
+//! SYSTEM_ERROR with Java's remarks: the name (`TopicValidator`), then system topics (when
+//! `validateSystemTopicWhenUpdateTopic`, the default). Creation also checks what Java's admin
+//! tool checks before sending (perm 0..=7, NO_PERMISSION) and what it does not: the filter
+//! type (Java's header `checkFields`) and 1..=`maxTopicQueueNums` read and write queues.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,9 +18,36 @@ use remoting::{ConnectionHandle, RemotingCommand};
 use crate::context::{now_ms, BrokerContext, ServingRole};
 use crate::error::BrokerError;
 use crate::message::topic as names;
+use crate::message::MessageError;
 use crate::store::commit_log::{LedgerRole, ReplicatedLog};
-use crate::store::topics::topic_config;
+use crate::store::topics::{topic_config, MULTI_TAG, SINGLE_TAG};
 use dledger_commitlog::runtime::LedgerRole as RtRole;
+
+/// Largest legal topic perm: Java `PermName.isValid` (READ | WRITE | INHERIT, no PRIORITY).
+const MAX_TOPIC_PERM: i32 = 7;
+
+/// Java `TopicValidator.validateTopic` on an admin path: SYSTEM_ERROR with its remark.
+fn validate_admin_topic(topic: &str) -> Result<(), BrokerError> {
+    names::validate_topic(topic).map_err(|e| match e {
+        MessageError::IllegalTopic { reason, .. } => BrokerError::System(reason.to_owned()),
+        other => other.into(),
+    })
+}
+
+/// Java's `TopicValidator.isSystemTopic` after `TopicConfigManager` added this broker's own
+/// names: the static set, `rmq_sys_*`, the cluster name, the broker name, the trace topic
+/// (when enabled) and `<cluster>_REPLY_TOPIC`.
+pub fn is_system_topic_of(ctx: &BrokerContext, topic: &str) -> bool {
+    let c = &ctx.config;
+    names::is_system_topic(topic)
+        || topic == c.broker_cluster_name
+        || topic == c.broker_name
+        || (c.trace_topic_enable && topic == c.msg_trace_topic_name)
+        || topic
+            .strip_prefix(c.broker_cluster_name.as_str())
+            .and_then(|rest| rest.strip_prefix('_'))
+            == Some(names::REPLY_TOPIC_POSTFIX)
+}
 
 /// UPDATE_AND_CREATE_TOPIC: persist, then re-register with the name servers at once.
 pub async fn update_and_create_topic(
@@ -23,17 +56,39 @@ pub async fn update_and_create_topic(
     req: RemotingCommand,
 ) -> Result<RemotingCommand, BrokerError> {
     let h: CreateTopicRequestHeader = req.decode_header()?;
-    names::validate_topic(&h.topic)?;
+    validate_admin_topic(&h.topic)?;
+    if ctx.config.validate_system_topic_when_update_topic && is_system_topic_of(&ctx, &h.topic) {
+        return Err(BrokerError::SystemTopicConflict(h.topic.clone()));
+    }
+    // Java 4.9 refuses the cluster name whatever the setting above.
     if h.topic == ctx.config.broker_cluster_name {
-        return Err(BrokerError::InvalidParameter(format!(
-            "The topic[{}] is conflict with system topic.",
+        return Err(BrokerError::System(format!(
+            "the topic[{}] is conflict with system reserved words.",
             h.topic
         )));
     }
-    if h.read_queue_nums <= 0 || h.write_queue_nums <= 0 {
-        return Err(BrokerError::InvalidParameter(
-            "readQueueNums and writeQueueNums must be positive".into(),
-        ));
+    if h.topic_filter_type != SINGLE_TAG && h.topic_filter_type != MULTI_TAG {
+        return Err(BrokerError::System(format!(
+            "topicFilterType = [{}] value invalid",
+            h.topic_filter_type
+        )));
+    }
+    if !(0..=MAX_TOPIC_PERM).contains(&h.perm) {
+        return Err(BrokerError::NoPermission(format!(
+            "topicPermission value: {} is invalid.",
+            h.perm
+        )));
+    }
+    let max = ctx.config.max_topic_queue_nums;
+    for (what, n) in [
+        ("readQueueNums", h.read_queue_nums),
+        ("writeQueueNums", h.write_queue_nums),
+    ] {
+        if !(1..=max).contains(&n) {
+            return Err(BrokerError::InvalidParameter(format!(
+                "{what}[{n}] is illegal, it must be 1..={max} (maxTopicQueueNums)"
+            )));
+        }
     }
     let mut cfg = topic_config(h.topic.clone(), h.write_queue_nums, h.perm);
     cfg.read_queue_nums = h.read_queue_nums;
@@ -48,15 +103,20 @@ pub async fn update_and_create_topic(
 
 /// DELETE_TOPIC_IN_BROKER (215), as Java: drop the topic config (persisted), its consume
 /// queues and queue-offset counters, and every consumer offset on it; then re-register so
-/// the name servers drop the route. Any topic may be deleted (Java does not refuse system
-/// topics either). Deleting an unknown topic succeeds.
+/// the name servers drop the route. Deleting an unknown topic succeeds. Refused as Java 5
+/// refuses: a blank name, and a system topic (when `validateSystemTopicWhenUpdateTopic`);
+/// also a name that breaks the naming rules (Java deletes any, but here the name becomes a
+/// consume-queue directory path, so `../x` must never reach the store).
 pub async fn delete_topic_in_broker(
     ctx: Arc<BrokerContext>,
     _conn: ConnectionHandle,
     req: RemotingCommand,
 ) -> Result<RemotingCommand, BrokerError> {
     let h: DeleteTopicRequestHeader = req.decode_header()?;
-    names::validate_topic(&h.topic)?;
+    validate_admin_topic(&h.topic)?;
+    if ctx.config.validate_system_topic_when_update_topic && is_system_topic_of(&ctx, &h.topic) {
+        return Err(BrokerError::SystemTopicConflict(h.topic.clone()));
+    }
     let existed = ctx.topics.remove(&h.topic)?.is_some();
     ctx.store.delete_topic(&h.topic).await?;
     ctx.offsets.remove_topic(&h.topic);
@@ -243,6 +303,11 @@ pub async fn get_broker_config(
         format!("enableDLegerCommitLog={}", c.enable_dleger_commit_log),
         format!("autoCreateTopicEnable={}", c.auto_create_topic_enable),
         format!("defaultTopicQueueNums={}", c.default_topic_queue_nums),
+        format!("maxTopicQueueNums={}", c.max_topic_queue_nums),
+        format!(
+            "validateSystemTopicWhenUpdateTopic={}",
+            c.validate_system_topic_when_update_topic
+        ),
         format!("maxMessageSize={}", c.max_message_size),
         format!(
             "registerNameServerPeriod={}",

@@ -18,6 +18,7 @@ use serde_json::Value;
 use crate::clients::{parse_heartbeat, MessageQueue};
 use crate::context::{now_ms, BrokerContext};
 use crate::error::BrokerError;
+use crate::processor::find_group;
 use remoting::body::quote_bare_keys;
 
 /// Lock lifetime without renewal (Java `rebalance.lockMaxLiveTime`).
@@ -59,7 +60,9 @@ pub async fn heartbeat(
     let hb = parse_heartbeat(req.body()).map_err(|e| BrokerError::System(e.to_string()))?;
     let now = now_ms();
     for c in &hb.consumers {
-        let Some(group) = ctx.subscriptions.find_or_create(&c.group_name)? else {
+        // Java 5 creates no group under an illegal name and then skips its retry topic; its
+        // consumers are not registered here either.
+        let Some(group) = find_group(&ctx, &c.group_name)? else {
             continue;
         };
         ctx.topics

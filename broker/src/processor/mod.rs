@@ -3,6 +3,9 @@
 //! single mapping in [`crate::error::to_response`]. END_TRANSACTION (37) is
 //! registered by [`transaction::register`]; codes registered nowhere
 //! get REQUEST_CODE_NOT_SUPPORTED from the registry.
+//!
+//! Every processor checks its request's fields before it touches a table or the log, with
+//! the code and remark Java answers; the rules are listed in `broker/VALIDATION.md`.
 
 pub mod admin;
 pub mod client;
@@ -21,8 +24,24 @@ use remoting::{processor_fn, ConnectionHandle, ProcessorRegistry, RemotingComman
 
 use crate::context::BrokerContext;
 use crate::error::{error_response, BrokerError};
+use crate::message::topic as names;
 use crate::metrics::Observer;
+use crate::store::subscriptions::SubscriptionGroupConfig;
 use observe::BrokerMetrics;
+
+/// Java 5 `SubscriptionGroupManager.findSubscriptionGroupConfig`: the group's config, created
+/// when auto-creation is on, except that a group whose name breaks the naming rules
+/// ([`names::validate_group`]) is never created (a group already in the table, e.g. loaded
+/// from `subscriptionGroup.json`, is still found). Callers answer `None` as Java answers null.
+pub(crate) fn find_group(
+    ctx: &BrokerContext,
+    group: &str,
+) -> Result<Option<SubscriptionGroupConfig>, BrokerError> {
+    if names::validate_group(group).is_err() {
+        return Ok(ctx.subscriptions.get(group));
+    }
+    Ok(ctx.subscriptions.find_or_create(group)?)
+}
 
 /// The registry being built, with the metrics that send and pull answers go to.
 pub struct Registrar {

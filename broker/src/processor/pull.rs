@@ -3,6 +3,12 @@
 //! The lookup runs on committed, dispatched data only. When nothing is there and the suspend
 //! bit is set, the request is held (see `store::long_poll`) until the queue grows or the
 //! suspend timeout passes. Offsets are corrected only on the master.
+//!
+//! Checks in Java's order (`PullMessageProcessor`): the group (never auto-created under an
+//! illegal name), its consume permission, the topic, its read permission, then the queue id
+//! against the topic's *read* queues (SYSTEM_ERROR, Java's remark). A negative or too large
+//! `queueOffset` is answered by the store like Java (PULL_OFFSET_MOVED to the queue's bounds);
+//! `maxMsgNums` is clamped to 1..=1024 (Java stops at 32 per pull in memory anyway).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +22,7 @@ use remoting::{ConnectionHandle, RemotingCommand, ResponseCode};
 use crate::clients::Subscription;
 use crate::context::{BrokerContext, ServingRole};
 use crate::error::BrokerError;
+use crate::processor::find_group;
 use crate::store::long_poll::hold_for_queue;
 use crate::store::message_store::{GetResult, GetStatus};
 use crate::store::topics::perm;
@@ -82,7 +89,7 @@ pub async fn pull(
     req: RemotingCommand,
 ) -> Result<RemotingCommand, BrokerError> {
     let h: PullMessageRequestHeader = req.decode_header()?;
-    let Some(group) = ctx.subscriptions.find_or_create(&h.consumer_group)? else {
+    let Some(group) = find_group(&ctx, &h.consumer_group)? else {
         return Err(BrokerError::SubscriptionGroupNotExist(
             h.consumer_group.clone(),
         ));
@@ -105,9 +112,7 @@ pub async fn pull(
             h.topic
         )));
     }
-    if h.queue_id < 0
-        || h.queue_id as i64 >= topic.read_queue_nums.max(topic.write_queue_nums) as i64
-    {
+    if h.queue_id < 0 || h.queue_id >= topic.read_queue_nums {
         return Err(BrokerError::System(format!(
             "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}] consumer:[{}]",
             h.queue_id,

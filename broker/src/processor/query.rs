@@ -1,5 +1,9 @@
 //! VIEW_MESSAGE_BY_ID (33) and QUERY_MESSAGE (12): raw stored records by physical offset or
 //! by key (remoting.md §11.4).
+//!
+//! As Java: a negative offset finds nothing (SYSTEM_ERROR, Java's remark) and is never read;
+//! `maxNum` of zero or less finds nothing (QUERY_NOT_FOUND), more than 64 is cut to 64; a
+//! negative begin timestamp means 0.
 
 use std::sync::Arc;
 
@@ -19,7 +23,12 @@ pub async fn view_message_by_id(
     req: RemotingCommand,
 ) -> Result<RemotingCommand, BrokerError> {
     let h: ViewMessageRequestHeader = req.decode_header()?;
-    match ctx.store.read_message(h.offset) {
+    let found = if h.offset < 0 {
+        None
+    } else {
+        ctx.store.read_message(h.offset)
+    };
+    match found {
         Some(rec) => Ok(RemotingCommand::success().with_body(rec)),
         None => Err(BrokerError::System(format!(
             "can not find message by the offset, {}",
@@ -35,11 +44,19 @@ pub async fn query_message(
     req: RemotingCommand,
 ) -> Result<RemotingCommand, BrokerError> {
     let h: QueryMessageRequestHeader = req.decode_header()?;
-    let max = usize::try_from(h.max_num).unwrap_or(0).clamp(1, 64);
+    // Java's index lookup stops as soon as it holds `maxNum` offsets: zero or less finds none.
+    let max = usize::try_from(h.max_num).unwrap_or(0).min(64);
     ctx.store.catch_up_dispatch().await;
-    let (records, ts, phys) =
+    // Store times are never negative: an earlier begin means the same as 0 (and the index
+    // widens the begin by a second, which must not overflow).
+    let begin = h.begin_timestamp.max(0);
+    let (mut records, ts, phys) =
         ctx.store
-            .query_by_key(&h.topic, &h.key, max, h.begin_timestamp, h.end_timestamp)?;
+            .query_by_key(&h.topic, &h.key, max.max(1), begin, h.end_timestamp)?;
+    if max == 0 {
+        // Only the index's update marks are answered.
+        records.clear();
+    }
     let header = QueryMessageResponseHeader {
         index_last_update_timestamp: ts,
         index_last_update_phyoffset: phys,

@@ -4,7 +4,10 @@
 //! A send is a batch when its header says `batch=true`, whatever the code (the C++ client
 //! sends batches as 310). Checks in Java's order: role, topic name, system topic, topic
 //! existence (auto-create from the default topic), write permission, queue id, then
-//! properties and sizes; nothing is proposed unless every check passed.
+//! properties and sizes; a batch is also refused for a retry topic, a body over
+//! `maxMessageSize`, any transaction type in its `sysFlag` and a `DELAY` in its own
+//! properties (Java's `CommitLog.putMessages`). Nothing is proposed unless every check passed
+//! (rules and remarks: `broker/VALIDATION.md`).
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -25,6 +28,7 @@ use crate::message::record::{
 use crate::message::{
     decode_batch, offset_msg_id, sysflag, topic as names, MessageError, MessageProperties,
 };
+use crate::processor::find_group;
 use crate::store::delay_offsets::SCHEDULE_ORIGIN_PROPERTY;
 use crate::store::message_store::PutOne;
 use crate::store::topics::perm;
@@ -69,7 +73,7 @@ fn topic_for_send(
     h: &SendMessageHeaderView<'_>,
 ) -> Result<SendTopic, BrokerError> {
     names::validate_topic(h.topic)?;
-    if names::is_system_topic(h.topic) {
+    if names::is_not_allowed_send_topic(h.topic) {
         return Err(BrokerError::NoPermission(format!(
             "Sending message to topic[{}] is forbidden.",
             h.topic
@@ -80,18 +84,13 @@ fn topic_for_send(
         None => {
             let created = if let Some(group) = h.topic.strip_prefix(names::RETRY_GROUP_TOPIC_PREFIX)
             {
-                let q = ctx
-                    .subscriptions
-                    .find_or_create(group)?
-                    .map_or(1, |g| g.retry_queue_nums);
+                let q = find_group(ctx, group)?.map_or(1, |g| g.retry_queue_nums);
                 Some((ctx.topics.create_retry_topic(group, q as _)?, true))
             } else {
-                let (c, created) = ctx.topics.create_topic_in_send(
-                    h.topic,
-                    h.default_topic,
-                    h.default_topic_queue_nums,
-                    0,
-                )?;
+                let queue_nums = auto_create_queue_nums(ctx, h)?;
+                let (c, created) =
+                    ctx.topics
+                        .create_topic_in_send(h.topic, h.default_topic, queue_nums, 0)?;
                 c.map(|c| (c, created))
             };
             match created {
@@ -119,6 +118,57 @@ fn topic_for_send(
         )));
     }
     Ok(cfg)
+}
+
+/// The queue count asked for a topic auto-created from `h.default_topic`: the client's
+/// `defaultTopicQueueNums` capped by `maxTopicQueueNums` (the store then takes at most the
+/// template's write queues). Java creates a topic of zero queues when the client asks for
+/// zero or less, and then refuses the send's queue id; such a topic is refused here before
+/// anything is created.
+fn auto_create_queue_nums(
+    ctx: &BrokerContext,
+    h: &SendMessageHeaderView<'_>,
+) -> Result<i32, BrokerError> {
+    let wanted = h
+        .default_topic_queue_nums
+        .min(ctx.config.max_topic_queue_nums);
+    let can_inherit = ctx
+        .topics
+        .with(h.default_topic, |t| perm::is_inherited(t.perm))
+        .unwrap_or(false);
+    if wanted <= 0 && can_inherit {
+        return Err(BrokerError::InvalidParameter(format!(
+            "defaultTopicQueueNums[{}] is illegal, a topic auto-created from {} needs at least one queue",
+            h.default_topic_queue_nums, h.default_topic
+        )));
+    }
+    Ok(wanted)
+}
+
+/// A record or properties string the encoder refused for its size: Java's store answers
+/// MESSAGE_ILLEGAL with one remark for all of these (`PutIllegal`).
+fn refused_record(limits: &MessageLimits, e: MessageError) -> BrokerError {
+    match e {
+        MessageError::TooLong { .. } => BrokerError::PutIllegal {
+            cause: e.to_string(),
+            max_body_bytes: limits.max_body_bytes,
+        },
+        other => other.into(),
+    }
+}
+
+/// The delay level of a `DELAY` property value. Java parses it with `Integer.parseInt` and
+/// answers SYSTEM_ERROR (the exception) when it is not a number; nothing is stored.
+fn delay_level_of(value: Option<&str>) -> Result<i32, BrokerError> {
+    match value {
+        None => Ok(0),
+        Some(v) => v.trim().parse::<i32>().map_err(|_| {
+            BrokerError::System(format!(
+                "the message property {}[{v}] is not a delay level (an integer)",
+                keys::DELAY_TIME_LEVEL
+            ))
+        }),
+    }
 }
 
 fn pick_queue(h: &SendMessageHeaderView<'_>, cfg: &SendTopic) -> i32 {
@@ -184,10 +234,7 @@ fn rewrite<'h>(
     {
         t.take_offset = false;
     }
-    let level = props
-        .get(keys::DELAY_TIME_LEVEL)
-        .and_then(|v| v.trim().parse::<i32>().ok())
-        .unwrap_or(0);
+    let level = delay_level_of(props.get(keys::DELAY_TIME_LEVEL))?;
     if level > 0
         && (tx_type == sysflag::TRANSACTION_NOT_TYPE || tx_type == sysflag::TRANSACTION_COMMIT_TYPE)
     {
@@ -305,12 +352,17 @@ pub async fn send(
     let cfg = topic_for_send(&ctx, &h)?;
     let queue_id = pick_queue(&h, &cfg);
     let limits = ctx.config.message_limits();
-    if body.len() > limits.max_body_bytes && !h.is_batch() {
-        return Err(BrokerError::MessageIllegal(format!(
-            "message body size exceeded, {} > {}",
-            body.len(),
-            limits.max_body_bytes
-        )));
+    if body.len() > limits.max_body_bytes {
+        // A batch's whole body is held to the same limit (Java `checkMessages`).
+        let what = if h.is_batch() { "batch body" } else { "body" };
+        return Err(BrokerError::PutIllegal {
+            cause: format!(
+                "message {what} size exceeded, {} > {}",
+                body.len(),
+                limits.max_body_bytes
+            ),
+            max_body_bytes: limits.max_body_bytes,
+        });
     }
     let now = now_ms();
     let mut sys_flag_extra = 0;
@@ -383,7 +435,10 @@ fn encode_single<'h>(
             let uniq = props
                 .get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
                 .map(UniqKey::new);
-            (t, props.encode()?, uniq)
+            let encoded = props
+                .encode()
+                .map_err(|e| refused_record(&ctx.config.message_limits(), e))?;
+            (t, encoded, uniq)
         }
     };
     let fields = RecordFields {
@@ -422,7 +477,10 @@ thread_local! {
 /// the ledger has written it).
 fn encode_stored(ctx: &BrokerContext, fields: &RecordFields<'_>) -> Result<BytesMut, BrokerError> {
     let limits = ctx.config.message_limits();
-    RECORD_SLAB.with(|slab| Ok(encode_in_slab(&mut slab.borrow_mut(), fields, &limits)?))
+    RECORD_SLAB.with(|slab| {
+        encode_in_slab(&mut slab.borrow_mut(), fields, &limits)
+            .map_err(|e| refused_record(&limits, e))
+    })
 }
 
 /// Encodes one record at the end of `slab` and splits it off.
@@ -453,14 +511,33 @@ async fn send_batch(
     let queue_id = b.queue_id;
     let store_host = ctx.store_host;
     if h.topic.starts_with(names::RETRY_GROUP_TOPIC_PREFIX) {
-        return Err(BrokerError::MessageIllegal(
-            "batch message is not supported for retry topic".into(),
-        ));
+        return Err(BrokerError::MessageIllegal(format!(
+            "batch request does not support retry group {}",
+            h.topic
+        )));
     }
-    if sysflag::transaction_type(h.sys_flag) == sysflag::TRANSACTION_PREPARED_TYPE {
-        return Err(BrokerError::MessageIllegal(
-            "batch transactional message is not supported".into(),
-        ));
+    // Java's CommitLog.putMessages refuses a batch of any transaction type (PREPARED, COMMIT
+    // and ROLLBACK alike): PREPARED and ROLLBACK records are never dispatched, so a batch of
+    // them would take queue offsets no consume-queue unit ever fills.
+    let tx_type = sysflag::transaction_type(h.sys_flag);
+    if tx_type != sysflag::TRANSACTION_NOT_TYPE {
+        return Err(BrokerError::PutIllegal {
+            cause: format!(
+                "batch message does not support transaction, sysFlag {}",
+                h.sys_flag
+            ),
+            max_body_bytes: limits.max_body_bytes,
+        });
+    }
+    // ... and a batch whose own properties carry a delay level.
+    let header_props = h.properties.unwrap_or_default().as_bytes();
+    let header_delay = properties::find_property(header_props, keys::DELAY_TIME_LEVEL)
+        .map(|v| String::from_utf8_lossy(v).into_owned());
+    if delay_level_of(header_delay.as_deref())? > 0 {
+        return Err(BrokerError::PutIllegal {
+            cause: "batch message does not support delay level".into(),
+            max_body_bytes: limits.max_body_bytes,
+        });
     }
     let mut records = Vec::new();
     let mut uniqs = Vec::new();
@@ -468,12 +545,7 @@ async fn send_batch(
     for el in decode_batch(body, limits.max_body_bytes) {
         let el = el.map_err(|e| BrokerError::MessageIllegal(format!("bad batch body: {e}")))?;
         let mut props = MessageProperties::parse(&el.properties)?;
-        if props
-            .get(keys::DELAY_TIME_LEVEL)
-            .and_then(|v| v.trim().parse::<i32>().ok())
-            .unwrap_or(0)
-            > 0
-        {
+        if delay_level_of(props.get(keys::DELAY_TIME_LEVEL))? > 0 {
             return Err(BrokerError::MessageIllegal(
                 "batch message with delay level is not supported".into(),
             ));
@@ -501,7 +573,7 @@ async fn send_batch(
                 .unwrap_or_default()
                 .to_owned(),
         );
-        let encoded = props.encode()?;
+        let encoded = props.encode().map_err(|e| refused_record(&limits, e))?;
         let fields = RecordFields {
             queue_id,
             flag: el.flag,
@@ -518,7 +590,8 @@ async fn send_batch(
             topic: h.topic,
             properties: &encoded,
         };
-        encode_record(&fields, &limits, MagicPolicy::Auto, &mut buf)?;
+        encode_record(&fields, &limits, MagicPolicy::Auto, &mut buf)
+            .map_err(|e| refused_record(&limits, e))?;
         records.push(buf.split());
     }
     if records.is_empty() {
@@ -557,10 +630,16 @@ pub async fn consumer_send_back(
             ctx.config.broker_ip1
         )));
     }
-    let Some(group_cfg) = ctx.subscriptions.find_or_create(&h.group)? else {
+    let Some(group_cfg) = find_group(&ctx, &h.group)? else {
         return Err(BrokerError::SubscriptionGroupNotExist(h.group.clone()));
     };
-    let Some(raw) = ctx.store.read_message(h.offset) else {
+    // No physical offset is negative; Java's lookup finds nothing there either.
+    let found = if h.offset < 0 {
+        None
+    } else {
+        ctx.store.read_message(h.offset)
+    };
+    let Some(raw) = found else {
         return Err(BrokerError::System(format!(
             "look message by offset failed, {}",
             h.offset
@@ -590,7 +669,8 @@ pub async fn consumer_send_back(
             .topics
             .create_retry_topic(&h.group, group_cfg.retry_queue_nums as _)?;
         if delay_level == 0 {
-            delay_level = 3 + reconsume;
+            // The record's count is whatever a client sent: never overflow on it.
+            delay_level = reconsume.saturating_add(3);
         }
         let n = retry.write_queue_nums.max(1) as i64;
         (retry.topic_name, (now_ms().rem_euclid(n)) as i32)
@@ -610,7 +690,9 @@ pub async fn consumer_send_back(
         store_topic = names::SCHEDULE_TOPIC.to_owned();
         store_queue = level - 1;
     }
-    let encoded = props.encode()?;
+    let encoded = props
+        .encode()
+        .map_err(|e| refused_record(&ctx.config.message_limits(), e))?;
     let now = now_ms();
     let fields = RecordFields {
         queue_id: store_queue,
@@ -622,7 +704,7 @@ pub async fn consumer_send_back(
         born_host: conn.remote_addr(),
         store_timestamp: now,
         store_host: ctx.store_host,
-        reconsume_times: reconsume + 1,
+        reconsume_times: reconsume.saturating_add(1),
         prepared_transaction_offset: 0,
         body: view.body,
         topic: &store_topic,
