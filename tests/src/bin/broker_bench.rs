@@ -25,6 +25,17 @@
 //! with their median closes the run; BROKER_BENCH_BUSY_POLL_US=N turns on
 //! busy polling of every member's connections, and BROKER_BENCH_WORKERS=N sets every member
 //! process's runtime worker threads, brokers and `ledger_node` baseline alike)
+//!
+//! BROKER_BENCH_OFFSETS=1 runs instead the cost of consumer offset commits through the log
+//! (issue 26): one broker group, and each round measures its send phase without and with an
+//! offset committer (one more connection to the master that every 100 ms commits each of
+//! the 64 queues of a second topic, two-way UPDATE_CONSUMER_OFFSET, at an increasing
+//! offset; all 64 in flight together, or one after another with
+//! BROKER_BENCH_OFFSETS=sequential), in mirrored order every other round. It prints each
+//! window's send rate, the committer's commits/s, answer latency and failures, the ratio
+//! with/without per round and the rounds' median against the goal (>= 0.95). Every round
+//! has a broker group of its own, whose log (about 3 x 1.2 KiB per message sent, in TMPDIR)
+//! is removed after the round.
 //! Uses `it-mqbroker`, `it-mqnamesrv` and `ledger_node` next to this executable
 //! (`cargo build --release -p tests --bins`).
 
@@ -481,7 +492,21 @@ fn sender_requests(queues: &[Queue]) -> anyhow::Result<(SocketAddr, Vec<Vec<Remo
     Ok((addr, requests))
 }
 
-async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase, Vec<u64>)> {
+/// The benchmark's broker group, started and warmed up: 3 broker processes under a name
+/// server, the bench topic created and its route resolved. Killed when dropped.
+struct BrokerGroup {
+    // Dropped in this order: the brokers before their name server.
+    _group: Group,
+    _ns: NameSrv,
+    /// The name server's address.
+    namesrv: SocketAddr,
+    /// The bench topic's queues, all on one master.
+    queues: Vec<Queue>,
+    /// Pids of the broker processes.
+    brokers: Vec<u32>,
+}
+
+async fn start_brokers(dir: &std::path::Path) -> anyhow::Result<BrokerGroup> {
     let exe = std::env::current_exe()?;
     let bin_dir = exe.parent().ok_or_else(|| anyhow::anyhow!("no exe dir"))?;
     let bins = Bins {
@@ -499,13 +524,13 @@ async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase,
     if workers > 0 {
         extra.push_str(&format!("runtimeWorkerThreads={workers}\n"));
     }
-    let _g = Group::start(&bins, "BenchNode", ns.addr, dir, 3, &extra);
+    let group = Group::start(&bins, "BenchNode", ns.addr, dir, 3, &extra);
     let c = Client::new(ns.addr);
     let body = vec![b'x'; BODY];
     // Create the topic and warm up connections and routes. On a loaded machine the first
     // leader may lose its term meanwhile: then the route is resolved again.
     let deadline = Instant::now() + Duration::from_secs(120);
-    let queues: Arc<Vec<Queue>> = loop {
+    let queues = loop {
         let tbw = c.wait_masters("TBW102", 1, Duration::from_secs(60)).await;
         let warm_up = async {
             c.create_topic(tbw[0].addr, TOPIC, 8).await?;
@@ -518,7 +543,7 @@ async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase,
             anyhow::Ok(qs)
         };
         match warm_up.await {
-            Ok(qs) => break Arc::new(qs),
+            Ok(qs) => break qs,
             Err(e) if Instant::now() < deadline => {
                 eprintln!("warm-up failed ({e}); resolving the master again");
                 tokio::time::sleep(Duration::from_secs(1)).await;
@@ -526,12 +551,42 @@ async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase,
             Err(e) => return Err(e),
         }
     };
-    let brokers = broker_children();
+    Ok(BrokerGroup {
+        _group: group,
+        namesrv: ns.addr,
+        _ns: ns,
+        queues,
+        brokers: broker_children(),
+    })
+}
+
+async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase, Vec<u64>)> {
+    let g = start_brokers(dir).await?;
+    let w = measure_sends(secs, &g, &Arc::new(AtomicBool::new(false))).await?;
+    Ok((w.phase, w.latencies_us))
+}
+
+/// One measured window of the broker send phase.
+struct SendWindow {
+    phase: Phase,
+    /// Latency of every successful send measured.
+    latencies_us: Vec<u64>,
+    /// How long it was measured.
+    elapsed: Duration,
+}
+
+/// Runs the [`SENDERS`] senders against the group's master, lets them get going, then
+/// measures for `secs` with `measuring` set (others may watch it to measure the same window).
+async fn measure_sends(
+    secs: u64,
+    g: &BrokerGroup,
+    measuring: &Arc<AtomicBool>,
+) -> anyhow::Result<SendWindow> {
+    let brokers = &g.brokers;
     let stop = Arc::new(AtomicBool::new(false));
-    let measuring = Arc::new(AtomicBool::new(false));
     let started = Arc::new(AtomicUsize::new(0));
     let senders = {
-        let (addr, requests) = sender_requests(&queues)?;
+        let (addr, requests) = sender_requests(&g.queues)?;
         let (s, m, st) = (stop.clone(), measuring.clone(), started.clone());
         let (tx, rx) = tokio::sync::oneshot::channel();
         std::thread::Builder::new()
@@ -563,7 +618,8 @@ async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase,
     tokio::time::sleep(Duration::from_secs(secs)).await;
     measuring.store(false, Ordering::Relaxed);
     let (b1, c1, p1) = cpu();
-    let el = t0.elapsed().as_secs_f64();
+    let elapsed = t0.elapsed();
+    let el = elapsed.as_secs_f64();
     let steal = steal_between(ticks0, cpu_ticks());
     stop.store(true, Ordering::Relaxed);
     let outcome = senders.await??;
@@ -575,16 +631,17 @@ async fn broker_rate(secs: u64, dir: &std::path::Path) -> anyhow::Result<(Phase,
     }
     let lat = outcome.latencies_us;
     let n = lat.len().max(1) as f64;
-    Ok((
-        Phase {
+    Ok(SendWindow {
+        elapsed,
+        phase: Phase {
             rate: lat.len() as f64 / el,
             cpu_per_msg: (b1 - b0) / n,
             client_cpu_per_msg: (c1 - c0) / n,
             prefault_per_msg: (p1 - p0) / n,
             steal,
         },
-        lat,
-    ))
+        latencies_us: lat,
+    })
 }
 
 /// Prints the broker phase: rate, latency percentiles of `lat`, CPU and steal.
@@ -616,6 +673,13 @@ async fn main() -> anyhow::Result<()> {
         std::fs::create_dir_all(&d)?;
         Ok(d)
     };
+    if let Some(mode) = offsets_mode()? {
+        anyhow::ensure!(
+            std::env::var_os("BROKER_BENCH_ONLY").is_none(),
+            "BROKER_BENCH_OFFSETS runs the broker phase alone: leave BROKER_BENCH_ONLY unset"
+        );
+        return offsets_run(secs, rounds, mode, &phase_dir).await;
+    }
     // For profiling one side at a time: a single phase, so no ratio either.
     match std::env::var("BROKER_BENCH_ONLY").as_deref() {
         Ok("broker") => {
@@ -774,4 +838,330 @@ impl Spread {
             max: v.last().copied().unwrap_or(f64::NAN),
         }
     }
+}
+
+/// Topic of the offset committer's queues (`BROKER_BENCH_OFFSETS`), created on the master.
+const OFFSET_TOPIC: &str = "BenchOffsetTopic";
+/// Queues of [`OFFSET_TOPIC`]: the committer commits every one of them each interval.
+const OFFSET_QUEUES: i32 = 64;
+const OFFSET_GROUP: &str = "BenchOffsetGroup";
+/// How often the committer commits all its queues.
+const COMMIT_INTERVAL: Duration = Duration::from_millis(100);
+/// The issue's goal for the send rate with the committer over the rate without it.
+const OFFSETS_GOAL: f64 = 0.95;
+
+/// How the committer sends its [`OFFSET_QUEUES`] two-way commits each interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CommitMode {
+    /// All in flight together on the one connection (`BROKER_BENCH_OFFSETS=1`).
+    Concurrent,
+    /// One after another, each after the previous one's answer
+    /// (`BROKER_BENCH_OFFSETS=sequential`).
+    Sequential,
+}
+
+/// `BROKER_BENCH_OFFSETS`: unset, empty or `0` for the usual run.
+fn offsets_mode() -> anyhow::Result<Option<CommitMode>> {
+    match std::env::var("BROKER_BENCH_OFFSETS").as_deref() {
+        Err(_) | Ok("") | Ok("0") => Ok(None),
+        Ok("1") | Ok("concurrent") => Ok(Some(CommitMode::Concurrent)),
+        Ok("sequential") => Ok(Some(CommitMode::Sequential)),
+        Ok(other) => anyhow::bail!(
+            "BROKER_BENCH_OFFSETS: {other:?} is none of 0, 1 (= concurrent), sequential"
+        ),
+    }
+}
+
+/// What the committer saw while the send window was measured.
+#[derive(Debug, Default)]
+struct CommitStats {
+    /// Answer latency of every SUCCESS commit of an interval that began while measuring.
+    latencies_us: Vec<u64>,
+    /// Commits of those intervals not answered SUCCESS (or not answered at all).
+    failed: u64,
+    /// The failures by kind (`code N: remark` or the client's error).
+    failures: std::collections::BTreeMap<String, u64>,
+    /// Measured intervals, and those whose commits took longer than [`COMMIT_INTERVAL`].
+    intervals: u64,
+    late_intervals: u64,
+}
+
+/// One two-way UPDATE_CONSUMER_OFFSET of [`OFFSET_TOPIC`]'s `queue_id`: its answer code and
+/// remark (or the client's error), and how long the answer took.
+async fn commit_once(
+    c: &Client,
+    addr: SocketAddr,
+    queue_id: i32,
+    offset: i64,
+) -> (Result<(), String>, Duration) {
+    use remoting::headers::UpdateConsumerOffsetRequestHeader;
+    use remoting::{RequestCode, ResponseCode};
+    let h = UpdateConsumerOffsetRequestHeader {
+        consumer_group: OFFSET_GROUP.into(),
+        topic: OFFSET_TOPIC.into(),
+        queue_id,
+        commit_offset: offset,
+        broker_name: None,
+    };
+    let req = RemotingCommand::request(RequestCode::UPDATE_CONSUMER_OFFSET, &h);
+    let t0 = Instant::now();
+    let answer = c.call(addr, req).await;
+    let took = t0.elapsed();
+    let result = match answer {
+        Ok(r) if r.response_code() == ResponseCode::SUCCESS => Ok(()),
+        Ok(r) => Err(format!("code {}: {}", r.code(), r.remark().unwrap_or(""))),
+        Err(e) => Err(format!("no answer: {e}")),
+    };
+    (result, took)
+}
+
+/// One interval's commits: every queue of [`OFFSET_TOPIC`] at `offset`, as `mode` says.
+async fn commit_all(
+    c: &Client,
+    addr: SocketAddr,
+    mode: CommitMode,
+    offset: i64,
+) -> Vec<(Result<(), String>, Duration)> {
+    match mode {
+        CommitMode::Sequential => {
+            let mut out = Vec::with_capacity(OFFSET_QUEUES as usize);
+            for q in 0..OFFSET_QUEUES {
+                out.push(commit_once(c, addr, q, offset).await);
+            }
+            out
+        }
+        CommitMode::Concurrent => {
+            let mut set = tokio::task::JoinSet::new();
+            for q in 0..OFFSET_QUEUES {
+                let c = c.clone();
+                set.spawn(async move { commit_once(&c, addr, q, offset).await });
+            }
+            let mut out = Vec::with_capacity(OFFSET_QUEUES as usize);
+            while let Some(r) = set.join_next().await {
+                out.push(r.unwrap_or_else(|e| (Err(format!("task failed: {e}")), Duration::ZERO)));
+            }
+            out
+        }
+    }
+}
+
+/// The committer: every [`COMMIT_INTERVAL`] (or at once after an interval whose commits took
+/// longer), commits every queue of [`OFFSET_TOPIC`] at the next offset of `offset`, until
+/// `stop`; the intervals that begin while `measuring` is set are counted.
+async fn run_committer(
+    c: Client,
+    addr: SocketAddr,
+    mode: CommitMode,
+    offset: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    measuring: Arc<AtomicBool>,
+) -> CommitStats {
+    let mut stats = CommitStats::default();
+    let mut tick = tokio::time::interval(COMMIT_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let measured = measuring.load(Ordering::Relaxed);
+        let o = offset.fetch_add(1, Ordering::Relaxed) as i64;
+        let t0 = Instant::now();
+        let answers = commit_all(&c, addr, mode, o).await;
+        if !measured {
+            continue;
+        }
+        stats.intervals += 1;
+        if t0.elapsed() > COMMIT_INTERVAL {
+            stats.late_intervals += 1;
+        }
+        for (result, took) in answers {
+            match result {
+                Ok(()) => stats.latencies_us.push(took.as_micros() as u64),
+                Err(kind) => {
+                    stats.failed += 1;
+                    *stats.failures.entry(kind).or_default() += 1;
+                }
+            }
+        }
+    }
+    stats
+}
+
+/// One round of the offsets run: the send rate without and with the committer.
+#[derive(Debug, Clone, Copy)]
+struct OffsetsRound {
+    without: f64,
+    with: f64,
+    commits_per_sec: f64,
+}
+
+/// `BROKER_BENCH_OFFSETS`: the cost of a consumer committing offsets through the log. Each
+/// round starts a broker group and measures its send phase without and with the committer
+/// (one more connection to the master committing [`OFFSET_QUEUES`] queues every
+/// [`COMMIT_INTERVAL`], two-way), in mirrored order every other round so that the log's
+/// growth and a drift of the machine's speed weigh on both sides alike; its files are
+/// removed after the round, so the run holds at most one round's log.
+async fn offsets_run(
+    secs: u64,
+    rounds: usize,
+    mode: CommitMode,
+    phase_dir: &impl Fn(&str) -> anyhow::Result<std::path::PathBuf>,
+) -> anyhow::Result<()> {
+    println!(
+        "offset committer: {OFFSET_QUEUES} queues of {OFFSET_TOPIC} every {} ms, two-way, {}; send phase {secs} s per window, a new broker group every round",
+        COMMIT_INTERVAL.as_millis(),
+        match mode {
+            CommitMode::Concurrent => "all in flight together",
+            CommitMode::Sequential => "one after another",
+        }
+    );
+    let mut seen = Vec::with_capacity(rounds);
+    for round in 1..=rounds {
+        println!("-- round {round} of {rounds}");
+        let d = phase_dir(&format!("offsets-{round}"))?;
+        seen.push(offsets_round(secs, round, mode, &d).await?);
+        std::fs::remove_dir_all(&d)?;
+    }
+    report_offsets_rounds(&seen);
+    Ok(())
+}
+
+/// One round of [`offsets_run`] on a broker group of its own under `dir`.
+async fn offsets_round(
+    secs: u64,
+    round: usize,
+    mode: CommitMode,
+    dir: &std::path::Path,
+) -> anyhow::Result<OffsetsRound> {
+    let g = start_brokers(dir).await?;
+    let master = g.queues[0].addr;
+    // One more client: its own connection to the master.
+    let committer = Client::new(g.namesrv);
+    committer
+        .create_topic(master, OFFSET_TOPIC, OFFSET_QUEUES)
+        .await?;
+    let offset = Arc::new(AtomicU64::new(1));
+    // The committer's warm-up: one interval's commits all answered SUCCESS.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = offset.fetch_add(1, Ordering::Relaxed) as i64;
+        let answers = commit_all(&committer, master, mode, o).await;
+        let Some(e) = answers.into_iter().find_map(|(r, _)| r.err()) else {
+            break;
+        };
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the committer's warm-up fails: {e}"
+        );
+        eprintln!("committer warm-up failed ({e}); again");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let order = if round % 2 == 1 {
+        [false, true]
+    } else {
+        [true, false]
+    };
+    let (mut without, mut with, mut commits_per_sec) = (0.0, 0.0, 0.0);
+    for committing in order {
+        let measuring = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let task = committing.then(|| {
+            tokio::spawn(run_committer(
+                committer.clone(),
+                master,
+                mode,
+                offset.clone(),
+                stop.clone(),
+                measuring.clone(),
+            ))
+        });
+        let w = measure_sends(secs, &g, &measuring).await?;
+        stop.store(true, Ordering::Relaxed);
+        let mut lat = w.latencies_us;
+        print!(
+            "{} committer: ",
+            if committing { "with" } else { "without" }
+        );
+        report_broker(&w.phase, &mut lat);
+        let Some(task) = task else {
+            without = w.phase.rate;
+            continue;
+        };
+        with = w.phase.rate;
+        let mut stats = task.await?;
+        commits_per_sec = report_commits(&mut stats, w.elapsed);
+    }
+    let ratio = with / without.max(f64::MIN_POSITIVE);
+    println!(
+        "ratio with/without committer: {ratio:.3} (goal >= {OFFSETS_GOAL}: {})",
+        if ratio >= OFFSETS_GOAL {
+            "met"
+        } else {
+            "NOT met"
+        }
+    );
+    Ok(OffsetsRound {
+        without,
+        with,
+        commits_per_sec,
+    })
+}
+
+/// Prints the committer's rate, answer latency and failures over the send window measured
+/// (`window` long) and returns its rate of SUCCESS commits.
+fn report_commits(s: &mut CommitStats, window: Duration) -> f64 {
+    let target = OFFSET_QUEUES as f64 / COMMIT_INTERVAL.as_secs_f64();
+    let ok = s.latencies_us.len();
+    let rate = ok as f64 / window.as_secs_f64().max(f64::MIN_POSITIVE);
+    println!(
+        "committer: {rate:.0} commits/s answered SUCCESS ({target:.0}/s asked; {ok} in {} intervals begun in the {:.1} s window), {} failed; answer latency p50 {} us, p99 {} us; {} intervals took longer than {} ms",
+        s.intervals,
+        window.as_secs_f64(),
+        s.failed,
+        percentile(&mut s.latencies_us, 0.5),
+        percentile(&mut s.latencies_us, 0.99),
+        s.late_intervals,
+        COMMIT_INTERVAL.as_millis()
+    );
+    for (kind, n) in &s.failures {
+        println!("committer failure x{n}: {kind}");
+    }
+    rate
+}
+
+/// The rounds' send rates without and with the committer, their ratios and the median one.
+fn report_offsets_rounds(rounds: &[OffsetsRound]) {
+    println!("-- {} rounds", rounds.len());
+    println!(
+        "{:>5}  {:>15}  {:>12}  {:>6}  {:>9}",
+        "round", "without msg/s", "with msg/s", "ratio", "commits/s"
+    );
+    for (i, r) in rounds.iter().enumerate() {
+        println!(
+            "{:>5}  {:>15.0}  {:>12.0}  {:>6.3}  {:>9.0}",
+            i + 1,
+            r.without,
+            r.with,
+            r.with / r.without.max(f64::MIN_POSITIVE),
+            r.commits_per_sec
+        );
+    }
+    let ratio = Spread::of(
+        rounds
+            .iter()
+            .map(|r| r.with / r.without.max(f64::MIN_POSITIVE)),
+    );
+    println!(
+        "ratio send rate with/without offset committer over {} rounds: median {:.3} (min {:.3}, max {:.3}); goal >= {OFFSETS_GOAL}: {}",
+        rounds.len(),
+        ratio.median,
+        ratio.min,
+        ratio.max,
+        if ratio.median >= OFFSETS_GOAL {
+            "met"
+        } else {
+            "NOT met"
+        }
+    );
 }
