@@ -490,6 +490,10 @@ pub(crate) fn spawn_connection(
     Ok(handle)
 }
 
+/// Capacity of a connection's read buffer until a frame needs more (not charged to the
+/// partial-frame budget, budget.rs).
+const INITIAL_READ_BUF: usize = 8 * 1024;
+
 /// How long a closing connection may take to flush what was queued before it.
 const CLOSE_FLUSH_GRACE: Duration = Duration::from_secs(2);
 
@@ -652,7 +656,7 @@ async fn read_frames(
 ) -> ReadEnd {
     let cfg = &ctx.config;
     let outbox = &conn.shared.outbox;
-    let mut buf = BytesMut::with_capacity(8 * 1024);
+    let mut buf = BytesMut::with_capacity(INITIAL_READ_BUF);
     // Scratch buffer of inline writes (trades places with the outbox's queue).
     let mut out = BytesMut::new();
     let mut partial_since: Option<Instant> = None;
@@ -671,33 +675,47 @@ async fn read_frames(
     // The last read returned data (see `ConnectionConfig::busy_poll`).
     let mut busy = false;
     loop {
+        // Whether a frame completed in this batch: what is left then is a new frame.
+        let mut decoded = false;
         loop {
             match frame::decode_frame(&mut buf, cfg.max_frame_len) {
-                Ok(Some(raw)) => match RemotingCommand::from_frame(raw) {
-                    Ok(cmd) if shutting_down => refuse_while_shutting_down(conn, cmd),
-                    Ok(cmd) => dispatch(conn, cmd, ctx, waiting),
-                    Err(e) => return ReadEnd::Frame(e),
-                },
+                Ok(Some(raw)) => {
+                    decoded = true;
+                    match RemotingCommand::from_frame(raw) {
+                        Ok(cmd) if shutting_down => refuse_while_shutting_down(conn, cmd),
+                        Ok(cmd) => dispatch(conn, cmd, ctx, waiting),
+                        Err(e) => return ReadEnd::Frame(e),
+                    }
+                }
                 Ok(None) => break,
                 Err(e) => return ReadEnd::Frame(e),
             }
         }
         // Responses of this batch (and anything else queued) go out right away, from here.
         outbox.flush_inline(&mut out, |b| write_half.try_write(b));
+        // The deadline times each frame from its first bytes: a frame left over after
+        // others completed started in the last read, not when an earlier frame did (a
+        // pipelining peer's buffer may never be empty between reads).
         if buf.is_empty() {
             partial_since = None;
-        } else if partial_since.is_none() {
+        } else if decoded || partial_since.is_none() {
             partial_since = Some(Instant::now());
-        }
-        // What is left after decoding is a partial frame.
-        if !hold.set(buf.len()) {
-            return ReadEnd::PartialBudget;
         }
         // Read in chunks of at most `read_chunk` so memory follows the bytes actually
         // received.
         let chunk = cfg.read_chunk.max(4096);
         if buf.capacity() - buf.len() < 4096 {
             buf.reserve(chunk);
+        }
+        // What is left after decoding is a partial frame: its buffer, as the next read fills
+        // it, is charged to the budget unless it is still the initial one (budget.rs).
+        let charge = if buf.is_empty() || buf.capacity() <= INITIAL_READ_BUF {
+            0
+        } else {
+            buf.capacity()
+        };
+        if !hold.set(buf.len(), charge) {
+            return ReadEnd::PartialBudget;
         }
         if let Some(t) = partial_since {
             let frame_due = t + cfg.frame_deadline;

@@ -33,8 +33,10 @@ pub struct ServerConfig {
     pub max_connections_per_ip: usize,
     /// How long shutdown waits for running processors, then for writers to flush.
     pub shutdown_grace: Duration,
-    /// Bytes all connections together may hold in partial (not yet complete) frames; the
-    /// connection whose read goes past it is closed (slow-drip protection, RELIABILITY §4.1).
+    /// Bytes of read buffer all connections together may have allocated for partial (not
+    /// yet complete) frames, beyond each connection's initial 8 KiB buffer; the connection
+    /// whose buffer would go past it is closed (slow-drip protection, RELIABILITY §4.1;
+    /// budget.rs).
     pub max_partial_frame_bytes: usize,
 }
 
@@ -270,9 +272,15 @@ impl RemotingServer {
         self.counts.total()
     }
 
-    /// Bytes all connections hold in partial frames (see `max_partial_frame_bytes`).
+    /// Bytes all connections hold in partial frames.
     pub fn partial_frame_bytes(&self) -> usize {
         self.ctx.partial_budget.used()
+    }
+
+    /// Bytes of read buffer charged for partial frames (what `max_partial_frame_bytes`
+    /// limits).
+    pub fn partial_frame_buffer_bytes(&self) -> usize {
+        self.ctx.partial_budget.charged()
     }
 
     /// Graceful shutdown: stop accepting and processing new requests (GO_AWAY to clients newer
