@@ -201,12 +201,17 @@ pub async fn put_group(
     commit_change(ctx, MetadataChange::GroupPut { group_config: cfg }).await
 }
 
-/// Deletes a subscription group (and its offsets) through the log.
-pub async fn delete_group(ctx: &BrokerContext, group: &str) -> Result<(), BrokerError> {
+/// Deletes a subscription group (and, with `clean_offset`, its offsets) through the log.
+pub async fn delete_group(
+    ctx: &BrokerContext,
+    group: &str,
+    clean_offset: bool,
+) -> Result<(), BrokerError> {
     commit_change(
         ctx,
         MetadataChange::GroupDelete {
             group: group.to_owned(),
+            clean_offset,
         },
     )
     .await

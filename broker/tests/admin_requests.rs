@@ -177,9 +177,10 @@ async fn runtime_info_without_ledger_status_uses_the_role_and_indexes() {
     let t = runtime_info(&h).await;
     assert_eq!(t["dledgerRole"], "LEADER");
     assert_eq!(t["dledgerTerm"], "1");
+    // Entry 0 is the auto-created topic's metadata record, entry 1 the message.
     assert_eq!(t["dledgerBeginIndex"], "0");
-    assert_eq!(t["dledgerEndIndex"], "0");
-    assert_eq!(t["dledgerCommittedIndex"], "0");
+    assert_eq!(t["dledgerEndIndex"], "1");
+    assert_eq!(t["dledgerCommittedIndex"], "1");
     assert!(
         !t.keys().any(|k| k.starts_with("dledgerPeer")),
         "no peer keys without a ledger status: {t:?}"

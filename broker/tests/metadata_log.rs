@@ -122,9 +122,12 @@ async fn random_change(
             metadata::put_group(ctx, g).await.unwrap();
         }
         3 => {
-            metadata::delete_group(ctx, &group).await.unwrap();
+            let clean = rng.below(2) == 0;
+            metadata::delete_group(ctx, &group, clean).await.unwrap();
             model.groups.remove(&group);
-            model.offsets.retain(|(_, g, _), _| *g != group);
+            if clean {
+                model.offsets.retain(|(_, g, _), _| *g != group);
+            }
         }
         _ => {
             let q = rng.below(4) as i32;
@@ -193,5 +196,54 @@ async fn pending_offsets_reach_the_log_within_the_window() {
     let fresh = tempfile::tempdir().unwrap();
     let b = start(&log, fresh.path()).await;
     assert_eq!(b.context().offsets.query_offset("PG", "PT", 3), Some(77));
+    b.shutdown().await;
+}
+
+/// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200) and DELETE_SUBSCRIPTIONGROUP (207) go through the
+/// log: a member that catches up from it has the created group and not the deleted one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_requests_go_through_the_log() {
+    use remoting::headers::DeleteSubscriptionGroupRequestHeader;
+    use remoting::{RemotingCommand, RequestCode, ResponseCode};
+    let log = MemLog::new_leader();
+    let dir = tempfile::tempdir().unwrap();
+    let b = start(&log, dir.path()).await;
+    let c = roles_common::client();
+    let mut cfg = SubscriptionGroupConfig::new("ReqG");
+    cfg.retry_max_times = 3;
+    for g in [cfg, SubscriptionGroupConfig::new("GoneG")] {
+        let req = RemotingCommand::request_empty(RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
+            .with_body(serde_json::to_vec(&g).unwrap());
+        let r = roles_common::call(&c, b.local_addr(), req).await;
+        assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{:?}", r.remark());
+    }
+    let del = DeleteSubscriptionGroupRequestHeader {
+        group_name: "GoneG".into(),
+        clean_offset: Some(true),
+    };
+    let r = roles_common::call(
+        &c,
+        b.local_addr(),
+        RemotingCommand::request(RequestCode::DELETE_SUBSCRIPTIONGROUP, &del),
+    )
+    .await;
+    assert_eq!(r.response_code(), ResponseCode::SUCCESS);
+    // A bad name or body is refused and writes nothing.
+    let end = b.context().store.water_marks().ledger_end_index;
+    let req = RemotingCommand::request_empty(RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
+        .with_body(&b"{\"groupName\":\"bad group\"}"[..]);
+    let r = roles_common::call(&c, b.local_addr(), req).await;
+    assert_eq!(r.response_code(), ResponseCode::INVALID_PARAMETER);
+    let req = RemotingCommand::request_empty(RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
+        .with_body(&b"\xff{"[..]);
+    let r = roles_common::call(&c, b.local_addr(), req).await;
+    assert_eq!(r.response_code(), ResponseCode::INVALID_PARAMETER);
+    assert_eq!(b.context().store.water_marks().ledger_end_index, end);
+    b.shutdown().await;
+    let fresh = tempfile::tempdir().unwrap();
+    let b = start(&log, fresh.path()).await;
+    let g = b.context().subscriptions.get("ReqG").unwrap();
+    assert_eq!(g.retry_max_times, 3);
+    assert!(b.context().subscriptions.get("GoneG").is_none());
     b.shutdown().await;
 }

@@ -57,8 +57,10 @@ async fn send_then_pull_returns_stored_records_with_offsets_and_ids() {
         assert_eq!(m.property(keys::CLUSTER), Some(&b"TestCluster"[..]));
         assert!(m.property(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).is_some());
     }
-    // The first record is entry 0: physical offset 48.
-    assert_eq!(recs[0].physical_offset, 48);
+    // Entry 0 is the auto-created topic's metadata record (broker/METADATA_LOG.md); the
+    // first message is entry 1: its physical offset is that entry's position + 48.
+    let entry1 = h.ctx().store.log().committed_entry(1).unwrap().unwrap();
+    assert_eq!(recs[0].physical_offset, entry1.pos + 48);
     // At the end: PULL_NOT_FOUND with nextBeginOffset unchanged.
     let r = h.call(pull("CG", "TopicA", 1, 3, 0)).await;
     assert_eq!(code(&r), ResponseCode::PULL_NOT_FOUND);
@@ -214,8 +216,8 @@ async fn bad_sends_get_the_java_codes_and_store_nothing() {
     req.ext_fields_mut().insert("m".into(), "true".into());
     let r = h.call(req).await;
     assert_eq!(code(&r), ResponseCode::MESSAGE_ILLEGAL);
-    // Nothing reached the log.
-    assert_eq!(h.ctx().store.water_marks().ledger_end_index, -1);
+    // Nothing reached the log but the topic's creation (entry 0, broker/METADATA_LOG.md).
+    assert_eq!(h.ctx().store.water_marks().ledger_end_index, 0);
     // The broker still serves.
     let r = h.call(send_v2("Known", 0, b"ok", "")).await;
     assert_eq!(code(&r), ResponseCode::SUCCESS);

@@ -96,7 +96,8 @@ pub async fn update_and_create_topic(
     cfg.topic_filter_type = h.topic_filter_type.clone();
     cfg.topic_sys_flag = h.topic_sys_flag.unwrap_or(0);
     cfg.order = h.order;
-    ctx.topics.update(cfg)?;
+    // Through the log: every member has it before the answer (broker/METADATA_LOG.md).
+    crate::metadata::put_topic(&ctx, cfg).await?;
     ctx.register_now.notify_one();
     Ok(RemotingCommand::success())
 }
@@ -117,12 +118,9 @@ pub async fn delete_topic_in_broker(
     if ctx.config.validate_system_topic_when_update_topic && is_system_topic_of(&ctx, &h.topic) {
         return Err(BrokerError::SystemTopicConflict(h.topic.clone()));
     }
-    let existed = ctx.topics.remove(&h.topic)?.is_some();
-    ctx.store.delete_topic(&h.topic).await?;
-    ctx.offsets.remove_topic(&h.topic);
-    if let Err(e) = ctx.offsets.persist() {
-        tracing::warn!(topic = h.topic, error = %e, "persisting consumer offsets after topic delete failed");
-    }
+    let existed = ctx.topics.contains(&h.topic);
+    // Through the log: every member drops the topic, its queues and its offsets.
+    crate::metadata::delete_topic(&ctx, &h.topic).await?;
     tracing::info!(topic = h.topic, existed, "topic deleted");
     ctx.register_now.notify_one();
     Ok(RemotingCommand::success())

@@ -9,6 +9,7 @@
 
 pub mod admin;
 pub mod client;
+pub mod group_admin;
 pub mod offset;
 pub mod pull;
 pub mod query;
@@ -176,6 +177,18 @@ pub fn registry(ctx: &Arc<BrokerContext>, metrics: &Arc<BrokerMetrics>) -> Proce
         RequestCode::DELETE_TOPIC_IN_BROKER,
         ctx,
         admin::delete_topic_in_broker,
+    );
+    register(
+        &mut r,
+        RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        ctx,
+        group_admin::update_and_create_subscription_group,
+    );
+    register(
+        &mut r,
+        RequestCode::DELETE_SUBSCRIPTIONGROUP,
+        ctx,
+        group_admin::delete_subscription_group,
     );
     register(
         &mut r,

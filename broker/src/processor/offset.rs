@@ -2,11 +2,14 @@
 //! (GET_MAX_OFFSET 30, GET_MIN_OFFSET 31, GET_EARLIEST_MSG_STORETIME 32,
 //! SEARCH_OFFSET_BY_TIMESTAMP 29) (remoting.md §11.4).
 //!
-//! Only UPDATE_CONSUMER_OFFSET writes: it needs a group that exists or may be created under a
-//! legal name, an existing topic (Java 5), a queue id within the topic's queues and an offset
-//! of zero or more (ours: Java stores whatever it is sent). The queries answer an unknown or
-//! absurd (topic, queue) as Java does, from an empty queue (max/min offset 0, store time -1,
-//! consumer offset QUERY_NOT_FOUND), without creating anything.
+//! Only UPDATE_CONSUMER_OFFSET writes: it needs a group and a topic with legal names, a queue
+//! id within the topic's queues (within `maxTopicQueueNums` for a topic this member does not
+//! know yet) and an offset of zero or more (ours: Java 4.9 stores whatever it is sent). Java
+//! 5 also refuses a group or topic missing from this member's tables; here those tables lag
+//! the master's on a new master right after a failover (slave sync runs every 10 s), and the
+//! consumers' commits must not be refused then. The queries answer an unknown or absurd
+//! (topic, queue) as Java does, from an empty queue (max/min offset 0, store time -1, consumer
+//! offset QUERY_NOT_FOUND), without creating anything.
 
 use std::sync::Arc;
 
@@ -20,7 +23,7 @@ use remoting::{ConnectionHandle, RemotingCommand, ResponseCode};
 
 use crate::context::BrokerContext;
 use crate::error::BrokerError;
-use crate::processor::find_group;
+use crate::message::topic as names;
 use crate::store::topics::queue_nums;
 
 /// QUERY_CONSUMER_OFFSET: the stored offset; 0 for a queue whose first message is still
@@ -58,13 +61,21 @@ pub async fn update_consumer_offset(
     req: RemotingCommand,
 ) -> Result<RemotingCommand, BrokerError> {
     let h: UpdateConsumerOffsetRequestHeader = req.decode_header()?;
-    if find_group(&ctx, &h.consumer_group)?.is_none() {
+    // A group that could never be created (Java 5 `findSubscriptionGroupConfig`) gets no
+    // offsets either; one already in the table keeps working.
+    if names::validate_group(&h.consumer_group).is_err()
+        && ctx.subscriptions.get(&h.consumer_group).is_none()
+    {
         return Err(BrokerError::SubscriptionGroupNotExist(
             h.consumer_group.clone(),
         ));
     }
-    let Some(queues) = ctx.topics.with(&h.topic, queue_nums) else {
-        return Err(BrokerError::TopicNotExist(h.topic.clone()));
+    let queues = match ctx.topics.with(&h.topic, queue_nums) {
+        Some(n) => n,
+        None => {
+            names::validate_topic(&h.topic)?;
+            ctx.config.max_topic_queue_nums
+        }
     };
     if h.queue_id < 0 || h.queue_id >= queues {
         return Err(BrokerError::InvalidParameter(format!(
@@ -78,8 +89,21 @@ pub async fn update_consumer_offset(
             h.commit_offset, h.topic, h.queue_id
         )));
     }
-    ctx.offsets
-        .commit_offset(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);
+    if req.is_oneway() {
+        // Nobody waits for the answer: the commit reaches the log in the next window.
+        ctx.offsets
+            .commit_offset(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset);
+    } else {
+        // Answered once in the log, so the next master returns it (G5a).
+        crate::metadata::commit_offset_replicated(
+            &ctx,
+            &h.consumer_group,
+            &h.topic,
+            h.queue_id,
+            h.commit_offset,
+        )
+        .await?;
+    }
     Ok(RemotingCommand::success())
 }
 

@@ -67,11 +67,13 @@ impl SendTopic {
 }
 
 /// Topic checks for a send; returns what the send needs of the topic config (auto-creating
-/// it if allowed).
+/// it if allowed), and the config of a topic it auto-created from the default topic, which
+/// the send must put in the log before its message (`broker/METADATA_LOG.md`).
 fn topic_for_send(
     ctx: &BrokerContext,
     h: &SendMessageHeaderView<'_>,
-) -> Result<SendTopic, BrokerError> {
+) -> Result<(SendTopic, Option<TopicConfig>), BrokerError> {
+    let mut created_from_default = None;
     names::validate_topic(h.topic)?;
     if names::is_not_allowed_send_topic(h.topic) {
         return Err(BrokerError::NoPermission(format!(
@@ -91,6 +93,9 @@ fn topic_for_send(
                 let (c, created) =
                     ctx.topics
                         .create_topic_in_send(h.topic, h.default_topic, queue_nums, 0)?;
+                if created {
+                    created_from_default.clone_from(&c);
+                }
                 c.map(|c| (c, created))
             };
             match created {
@@ -117,7 +122,7 @@ fn topic_for_send(
             h.queue_id, h.topic, h.producer_group
         )));
     }
-    Ok(cfg)
+    Ok((cfg, created_from_default))
 }
 
 /// The queue count asked for a topic auto-created from `h.default_topic`: the client's
@@ -349,7 +354,7 @@ pub async fn send(
     let body = req.take_body();
     let h = SendMessageHeaderView::read(&req)?;
     check_writable(&ctx)?;
-    let cfg = topic_for_send(&ctx, &h)?;
+    let (cfg, created_topic) = topic_for_send(&ctx, &h)?;
     let queue_id = pick_queue(&h, &cfg);
     let limits = ctx.config.message_limits();
     if body.len() > limits.max_body_bytes {
@@ -377,12 +382,16 @@ pub async fn send(
             sys_flag_extra,
             now,
             born_host,
+            created_topic,
         };
         return Box::pin(send_batch(&ctx, &h, body, batch)).await;
     }
     let (t, record, uniq) =
         encode_single(&ctx, &h, queue_id, &body, now, born_host, sys_flag_extra)?;
     drop(body);
+    if let Some(topic) = created_topic {
+        log_created_topic(&ctx, topic).await?;
+    }
     let r = ctx
         .store
         .put_record(&t.topic, t.queue_id, record, t.take_offset)
@@ -396,6 +405,15 @@ struct Batch {
     sys_flag_extra: i32,
     now: i64,
     born_host: SocketAddr,
+    /// A topic this send auto-created (see [`log_created_topic`]).
+    created_topic: Option<TopicConfig>,
+}
+
+/// Puts a topic the send auto-created from the default topic into the log, once every check
+/// of the send passed and before its message, so the next master serves it (a refused send
+/// writes nothing to the log). Boxed: only a topic's first send takes this path.
+async fn log_created_topic(ctx: &BrokerContext, topic: TopicConfig) -> Result<(), BrokerError> {
+    Box::pin(crate::metadata::put_topic(ctx, topic)).await
 }
 
 /// The stored record of a single send, where it goes, and its `UNIQ_KEY`.
@@ -596,6 +614,9 @@ async fn send_batch(
     }
     if records.is_empty() {
         return Err(BrokerError::MessageIllegal("empty batch".into()));
+    }
+    if let Some(topic) = b.created_topic {
+        log_created_topic(ctx, topic).await?;
     }
     let r = ctx
         .store

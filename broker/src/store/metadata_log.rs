@@ -11,7 +11,7 @@
 //! * `{"kind":"topicPut","topicConfig":{...TopicConfig as in topics.json...}}`
 //! * `{"kind":"topicDelete","topic":"T"}`
 //! * `{"kind":"groupPut","groupConfig":{...SubscriptionGroupConfig...}}`
-//! * `{"kind":"groupDelete","group":"G"}`
+//! * `{"kind":"groupDelete","group":"G","cleanOffset":false}`
 //! * `{"kind":"offsets","offsets":[{"topic":"T","group":"G","queueId":0,"offset":42},...]}`
 //!
 //! Snapshot and replay: the JSON table files are the snapshot; `config/metadataLog.json`
@@ -64,8 +64,12 @@ pub enum MetadataChange {
     GroupPut {
         group_config: SubscriptionGroupConfig,
     },
+    #[serde(rename_all = "camelCase")]
     GroupDelete {
         group: String,
+        /// Also drop the group's consumer offsets (Java 5's `cleanOffset`).
+        #[serde(default)]
+        clean_offset: bool,
     },
     Offsets {
         offsets: Vec<OffsetCommit>,
@@ -156,8 +160,13 @@ impl MetadataTables {
             MetadataChange::GroupPut { group_config } => {
                 self.subscriptions.update(group_config.clone())
             }
-            MetadataChange::GroupDelete { group } => {
-                self.offsets.remove_group(group);
+            MetadataChange::GroupDelete {
+                group,
+                clean_offset,
+            } => {
+                if *clean_offset {
+                    self.offsets.remove_group(group);
+                }
                 self.subscriptions.remove(group).map(|_| ())
             }
             MetadataChange::Offsets { offsets } => {
