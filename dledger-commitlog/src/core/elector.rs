@@ -28,11 +28,33 @@ use super::node::{
 };
 
 impl<L: RaftLog> Node<L> {
+    /// The term the next election stands in: the next one or, once the term space is
+    /// exhausted (a member adopts any valid term it hears of, so a forged or corrupt
+    /// `i64::MAX` leaves no successor), the current one if this member has voted for nobody
+    /// else in it. Standing in a term keeps one vote per member and term, so still at most
+    /// one leader per term. `None`: there is no term left to stand in.
+    fn election_term(&self) -> Option<Term> {
+        match self.ms.term.checked_add(1) {
+            Some(next) => Some(next),
+            None => match self.ms.voted_for.as_deref() {
+                None => Some(self.ms.term),
+                Some(v) if v == self.cfg.self_id => Some(self.ms.term),
+                Some(_) => None,
+            },
+        }
+    }
+
     /// Start an election round: a pre-vote (unless disabled or `forced`), else a real vote.
     pub(crate) fn start_round(&mut self, forced: bool) {
         self.election.next_round_ms = self.now_ms + self.round_delay();
+        let Some(term) = self.election_term() else {
+            tracing::error!(
+                term = self.ms.term,
+                "no term left to stand in (the current one is the largest and taken): not campaigning"
+            );
+            return;
+        };
         if self.cfg.pre_vote && !forced {
-            let term = self.ms.term + 1;
             self.election.round = Some((term, true));
             self.election.granted = vec![self.me];
             self.send_votes(term, true);
@@ -43,7 +65,9 @@ impl<L: RaftLog> Node<L> {
     }
 
     fn start_real_vote(&mut self) {
-        let term = self.ms.term + 1;
+        let Some(term) = self.election_term() else {
+            return;
+        };
         self.ms.raise_term(term);
         self.ms.voted_for = Some(self.cfg.self_id.clone());
         self.ms.role = Role::Candidate;
@@ -90,10 +114,10 @@ impl<L: RaftLog> Node<L> {
             return;
         }
         if pre {
-            // A pre-vote asked about `ms.term + 1` when it started; if the term moved since
-            // (we granted someone else's vote meanwhile), its grants are stale: starting a vote
-            // now would depose the member we just voted for.
-            if term == self.ms.term + 1 {
+            // A pre-vote asked about the election term when it started; if the term moved
+            // since (we granted someone else's vote meanwhile), its grants are stale: starting
+            // a vote now would depose the member we just voted for.
+            if Some(term) == self.election_term() {
                 self.start_real_vote();
             }
         } else if term == self.ms.term {

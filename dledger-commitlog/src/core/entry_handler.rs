@@ -205,7 +205,7 @@ impl<L: RaftLog> Node<L> {
         if entries
             .iter()
             .enumerate()
-            .any(|(i, e)| e.index != first + i as Index)
+            .any(|(i, e)| Some(e.index) != first.checked_add(i as Index))
         {
             self.reply_push(id, &r, DLedgerCode::UNEXPECTED_ARGUMENT);
             return;

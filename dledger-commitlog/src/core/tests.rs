@@ -1370,3 +1370,73 @@ fn transferee_refuses_a_stale_or_foreign_transfer_request() {
     }
     assert_eq!(f.role(), Role::Follower);
 }
+
+// ----- terms and indexes at the top of their range (FZ-05 forged RPCs) ----------------------
+
+#[test]
+fn an_adopted_maximal_term_is_stood_in_instead_of_overflowing() {
+    // A heartbeat forged under n0's name carries the largest term: n1 follows it...
+    let mut n = node("n1", 3);
+    let hb = Request::HeartBeat(Common::request("g", "n0", "n1", Some("n0"), i64::MAX));
+    request(&mut n, 10, 1, hb);
+    drain(&mut n);
+    assert_eq!((n.role(), n.term()), (Role::Follower, i64::MAX));
+    // ...n0 never leads that term: once the lease is over, n1 campaigns in it (it voted for
+    // nobody there) instead of computing a successor term.
+    n.tick(100_000);
+    drain(&mut n);
+    n.tick(110_000);
+    let c = calls(&drain(&mut n));
+    assert!(!c.is_empty(), "no pre-vote sent");
+    for (_, _, req) in &c {
+        let Request::Vote(v) = req else {
+            panic!("not a vote: {req:?}")
+        };
+        assert_eq!((v.term, v.pre_vote), (i64::MAX, true));
+    }
+    reply_ok(&mut n, 110_001, c[0].1, accept(&c[0].0, i64::MAX));
+    let a = drain(&mut n);
+    assert_eq!(a[0], hs(i64::MAX, Some("n1")));
+    let votes = calls(&a);
+    reply_ok(&mut n, 110_002, votes[0].1, accept(&votes[0].0, i64::MAX));
+    drain(&mut n);
+    assert_eq!((n.role(), n.term()), (Role::Leader, i64::MAX));
+}
+
+#[test]
+fn a_member_that_voted_for_another_in_the_maximal_term_waits_without_panicking() {
+    let mut n = node("n1", 3);
+    request(&mut n, 10, 1, vote_req("n0", "n1", i64::MAX, 5, 1, false));
+    let a = drain(&mut n);
+    assert_eq!(
+        vote_result(a.last().unwrap()),
+        (VoteResult::ACCEPT, i64::MAX)
+    );
+    for now in [100_000, 110_000, 200_000] {
+        n.tick(now);
+        assert!(calls(&drain(&mut n)).is_empty(), "campaigned at {now}");
+    }
+    assert_eq!(n.term(), i64::MAX);
+    // A leader of that term is still followed.
+    let hb = Request::HeartBeat(Common::request("g", "n0", "n1", Some("n0"), i64::MAX));
+    request(&mut n, 200_001, 2, hb);
+    drain(&mut n);
+    assert_eq!(n.role(), Role::Follower);
+}
+
+#[test]
+fn a_batch_push_at_the_top_of_the_index_space_is_refused_without_overflow() {
+    let mut n = node("n1", 3);
+    let e = entry(i64::MAX, 1, 0, b"x");
+    request(
+        &mut n,
+        1,
+        1,
+        push(PushType::APPEND, 1, -1, vec![e.clone(), e]),
+    );
+    let a = drain(&mut n);
+    assert_eq!(
+        push_code(a.last().unwrap()),
+        (1, DLedgerCode::UNEXPECTED_ARGUMENT, -1)
+    );
+}
