@@ -772,8 +772,10 @@ async fn groups_with_illegal_names_are_never_created() {
     h.shutdown().await;
 }
 
-/// UPDATE_CONSUMER_OFFSET: the topic must exist (Java 5), the queue id must be one of its
-/// queues and the offset not negative (ours); nothing is stored otherwise.
+/// UPDATE_CONSUMER_OFFSET: a legal topic name, a queue id among the topic's queues (within
+/// maxTopicQueueNums for a topic this member has not learned yet, as a new master right after
+/// a failover) and an offset not negative (ours); nothing is stored otherwise. Committing
+/// creates no group.
 #[tokio::test]
 async fn update_consumer_offset_checks() {
     let h = started().await;
@@ -781,9 +783,20 @@ async fn update_consumer_offset_checks() {
         code(&h.call(create_topic("TO", 2, 2, 6)).await),
         ResponseCode::SUCCESS
     );
-    let r = h.call(update_offset("CG", "NoSuchTopic", 0, 1)).await;
-    assert_eq!(code(&r), ResponseCode::TOPIC_NOT_EXIST);
-    assert_eq!(h.ctx().offsets.query_offset("CG", "NoSuchTopic", 0), None);
+    let r = h.call(update_offset("CG", "bad topic", 0, 1)).await;
+    assert_eq!(code(&r), ResponseCode::INVALID_PARAMETER);
+    assert_eq!(remark(&r), names::TOPIC_ILLEGAL_CHARS_REMARK);
+    assert_eq!(h.ctx().offsets.query_offset("CG", "bad topic", 0), None);
+    // A topic this member does not know (yet): bounded by maxTopicQueueNums (1024).
+    let r = h.call(update_offset("CG", "NotHereYet", 1024, 1)).await;
+    assert_eq!(code(&r), ResponseCode::INVALID_PARAMETER);
+    let r = h.call(update_offset("CG", "NotHereYet", 3, 5)).await;
+    assert_eq!(code(&r), ResponseCode::SUCCESS, "{}", remark(&r));
+    assert_eq!(h.ctx().offsets.query_offset("CG", "NotHereYet", 3), Some(5));
+    assert!(
+        h.ctx().subscriptions.get("CG").is_none(),
+        "a commit created a group"
+    );
     for q in [-1, 2, i32::MAX, i32::MIN] {
         let r = h.call(update_offset("CG", "TO", q, 1)).await;
         assert_eq!(code(&r), ResponseCode::INVALID_PARAMETER, "queue {q}");
