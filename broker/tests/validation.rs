@@ -1013,3 +1013,45 @@ async fn send_back_of_a_huge_reconsume_count_does_not_overflow() {
     }
     h.shutdown().await;
 }
+
+/// A group's retryQueueNums (any number in UPDATE_AND_CREATE_SUBSCRIPTIONGROUP's body) is
+/// bounded by maxTopicQueueNums where a retry topic is created; zero or less means Java's
+/// "no retry": send-backs are answered and dropped, no retry topic is made.
+#[tokio::test]
+async fn retry_queue_counts_are_bounded() {
+    let h = started_with(|c| c.max_topic_queue_nums = 16).await;
+    let put_group = |name: &str, retry_queue_nums: i32| {
+        let mut g = broker::store::SubscriptionGroupConfig::new(name);
+        g.retry_queue_nums = retry_queue_nums;
+        RemotingCommand::request_empty(RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
+            .with_body(serde_json::to_vec(&g).unwrap())
+    };
+    let r = h.call(put_group("GBig", 100_000)).await;
+    assert_eq!(code(&r), ResponseCode::SUCCESS, "{}", remark(&r));
+    let hb = |group: &str| {
+        RemotingCommand::request_empty(RequestCode::HEART_BEAT).with_body(format!(
+            r#"{{"clientID":"c1","consumerDataSet":[{{"consumeFromWhere":4,"consumeType":1,"groupName":"{group}","messageModel":1,"subscriptionDataSet":[],"unitMode":"0"}}],"producerDataSet":[]}}"#
+        ))
+    };
+    assert_eq!(code(&h.call(hb("GBig")).await), ResponseCode::SUCCESS);
+    assert_eq!(
+        h.ctx().topics.get("%RETRY%GBig").unwrap().write_queue_nums,
+        16
+    );
+    let r = h.call(put_group("GNone", 0)).await;
+    assert_eq!(code(&r), ResponseCode::SUCCESS, "{}", remark(&r));
+    assert_eq!(code(&h.call(hb("GNone")).await), ResponseCode::SUCCESS);
+    assert!(!h.ctx().topics.contains("%RETRY%GNone"));
+    let r = h.call(send_v2("TRq", 0, b"x", "")).await;
+    let (_, phys) = broker::message::decode_offset_msg_id(r.ext_field("msgId").unwrap()).unwrap();
+    let before = end_index(&h);
+    let r = h.call(send_back("GNone", phys, 0, None)).await;
+    assert_eq!(code(&r), ResponseCode::SUCCESS);
+    assert_eq!(
+        end_index(&h),
+        before,
+        "a send-back of a no-retry group was stored"
+    );
+    assert!(!h.ctx().topics.contains("%RETRY%GNone"));
+    h.shutdown().await;
+}

@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::clients::{parse_heartbeat, MessageQueue};
 use crate::context::{now_ms, BrokerContext};
 use crate::error::BrokerError;
-use crate::processor::find_group;
+use crate::processor::{find_group, retry_queue_nums};
 use remoting::body::quote_bare_keys;
 
 /// Lock lifetime without renewal (Java `rebalance.lockMaxLiveTime`).
@@ -65,8 +65,9 @@ pub async fn heartbeat(
         let Some(group) = find_group(&ctx, &c.group_name)? else {
             continue;
         };
-        ctx.topics
-            .create_retry_topic(&c.group_name, group.retry_queue_nums as _)?;
+        if let Some(queues) = retry_queue_nums(&ctx, &group) {
+            ctx.topics.create_retry_topic(&c.group_name, queues)?;
+        }
         if ctx.clients.register_consumer(c, &hb.client_id, &conn, now) {
             tracing::info!(group = %c.group_name, client = %hb.client_id, "consumer joined");
             notify_group_changed(&ctx, &c.group_name);

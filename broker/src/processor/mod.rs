@@ -44,6 +44,17 @@ pub(crate) fn find_group(
     Ok(ctx.subscriptions.find_or_create(group)?)
 }
 
+/// Queues of a group's `%RETRY%` topic: its `retryQueueNums`, at most `maxTopicQueueNums`
+/// (a group config may carry any number; Java has no bound). `None` for zero or less: Java
+/// stores no send-back then, and no retry topic is created for it here.
+pub(crate) fn retry_queue_nums(
+    ctx: &BrokerContext,
+    group: &SubscriptionGroupConfig,
+) -> Option<i32> {
+    (group.retry_queue_nums > 0)
+        .then(|| group.retry_queue_nums.min(ctx.config.max_topic_queue_nums))
+}
+
 /// The registry being built, with the metrics that send and pull answers go to.
 pub struct Registrar {
     registry: ProcessorRegistry,

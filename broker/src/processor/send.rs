@@ -28,7 +28,7 @@ use crate::message::record::{
 use crate::message::{
     decode_batch, offset_msg_id, sysflag, topic as names, MessageError, MessageProperties,
 };
-use crate::processor::find_group;
+use crate::processor::{find_group, retry_queue_nums};
 use crate::store::delay_offsets::SCHEDULE_ORIGIN_PROPERTY;
 use crate::store::message_store::PutOne;
 use crate::store::topics::perm;
@@ -86,8 +86,10 @@ fn topic_for_send(
         None => {
             let created = if let Some(group) = h.topic.strip_prefix(names::RETRY_GROUP_TOPIC_PREFIX)
             {
-                let q = find_group(ctx, group)?.map_or(1, |g| g.retry_queue_nums);
-                Some((ctx.topics.create_retry_topic(group, q as _)?, true))
+                let q = find_group(ctx, group)?
+                    .and_then(|g| retry_queue_nums(ctx, &g))
+                    .unwrap_or(1);
+                Some((ctx.topics.create_retry_topic(group, q)?, true))
             } else {
                 let queue_nums = auto_create_queue_nums(ctx, h)?;
                 let (c, created) =
@@ -654,6 +656,10 @@ pub async fn consumer_send_back(
     let Some(group_cfg) = find_group(&ctx, &h.group)? else {
         return Err(BrokerError::SubscriptionGroupNotExist(h.group.clone()));
     };
+    // Java: a group with no retry queues gets its send-backs answered and dropped.
+    let Some(retry_queues) = retry_queue_nums(&ctx, &group_cfg) else {
+        return Ok(RemotingCommand::success());
+    };
     // No physical offset is negative; Java's lookup finds nothing there either.
     let found = if h.offset < 0 {
         None
@@ -686,9 +692,7 @@ pub async fn consumer_send_back(
         delay_level = 0;
         (dlq.topic_name, 0)
     } else {
-        let retry = ctx
-            .topics
-            .create_retry_topic(&h.group, group_cfg.retry_queue_nums as _)?;
+        let retry = ctx.topics.create_retry_topic(&h.group, retry_queues)?;
         if delay_level == 0 {
             // The record's count is whatever a client sent: never overflow on it.
             delay_level = reconsume.saturating_add(3);
