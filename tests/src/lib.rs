@@ -9,4 +9,5 @@
 pub mod client;
 pub mod cluster;
 pub mod failover;
+pub mod metadata_checks;
 pub mod send_load;
