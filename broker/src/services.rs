@@ -208,8 +208,16 @@ impl BrokerRoleServices {
             return;
         };
         let t = Instant::now();
+        // Consumer offsets come from the log once it carries metadata: every acknowledged
+        // commit is there, and the address above may name a member that was not the last
+        // master (its answers would undo newer commits).
+        let log_carries_metadata = ctx.store.metadata().applied_through() >= 0;
         let pull = async {
-            let a = slave_sync::sync_consumer_offsets(ctx, &self.client, master).await;
+            let a = if log_carries_metadata {
+                Ok(())
+            } else {
+                slave_sync::sync_consumer_offsets(ctx, &self.client, master).await
+            };
             let b = slave_sync::sync_delay_offsets(ctx, &self.client, master).await;
             (a, b)
         };

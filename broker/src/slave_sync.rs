@@ -4,6 +4,11 @@
 //! groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG 201) — applies and persists them. Messages are not
 //! synced here: they come through the replicated log.
 //!
+//! Topics and groups are copied only while the replicated log carries no metadata record yet
+//! (a store written before metadata went through the log); consumer offsets only feed the
+//! offset table's pending layer (`ConsumerOffsetTable::apply_snapshot`). The log is the source
+//! of all three once it carries them (`broker/METADATA_LOG.md`).
+//!
 //! The master address is the one the name server returned to the last two-way registration
 //! (`ctx.role.master_addr()`); without it, or when it is this broker, a run does nothing.
 
@@ -147,9 +152,14 @@ pub async fn sync_all(
     master: SocketAddr,
 ) -> SyncReport {
     let mut r = SyncReport::default();
-    match sync_topics(ctx, client, master).await {
-        Ok(changed) => r.topics_replaced = changed,
-        Err(e) => tracing::warn!(%master, error = %e, "slave sync: topic config failed"),
+    // Once the log carries metadata (broker/METADATA_LOG.md) it alone changes topics and groups
+    // here: a snapshot from a stale or lagging master would undo records already applied.
+    let log_carries_metadata = ctx.store.metadata().applied_through() >= 0;
+    if !log_carries_metadata {
+        match sync_topics(ctx, client, master).await {
+            Ok(changed) => r.topics_replaced = changed,
+            Err(e) => tracing::warn!(%master, error = %e, "slave sync: topic config failed"),
+        }
     }
     match sync_consumer_offsets(ctx, client, master).await {
         Ok(()) => r.consumer_offsets = true,
@@ -159,9 +169,11 @@ pub async fn sync_all(
         Ok(()) => r.delay_offsets = true,
         Err(e) => tracing::warn!(%master, error = %e, "slave sync: delay offsets failed"),
     }
-    match sync_subscription_groups(ctx, client, master).await {
-        Ok(()) => r.subscription_groups = true,
-        Err(e) => tracing::warn!(%master, error = %e, "slave sync: subscription groups failed"),
+    if !log_carries_metadata {
+        match sync_subscription_groups(ctx, client, master).await {
+            Ok(()) => r.subscription_groups = true,
+            Err(e) => tracing::warn!(%master, error = %e, "slave sync: subscription groups failed"),
+        }
     }
     r
 }
