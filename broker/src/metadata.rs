@@ -4,6 +4,8 @@
 //! so every future master) has it. Consumer offsets, which are frequent, are gathered as
 //! pending commits and proposed by [`run_offset_flusher`] in one record per flush window.
 
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +16,11 @@ use tokio_util::sync::CancellationToken;
 use crate::context::{now_ms, BrokerContext, ServingRole};
 use crate::error::BrokerError;
 use crate::message::record::{encode_record, MagicPolicy, RecordFields};
+use crate::message::topic as names;
 use crate::store::metadata_log::{MetadataChange, OffsetCommit, METADATA_TOPIC};
+use crate::store::offsets::TOPIC_GROUP_SEPARATOR;
+use crate::store::subscriptions::SYSTEM_GROUPS;
+use crate::store::topics::system_topics;
 use crate::store::{SubscriptionGroupConfig, TopicConfig};
 
 /// How long a change may take to commit and be applied here before the request fails.
@@ -94,6 +100,8 @@ pub struct OffsetFlushSignal {
     flush_now: Notify,
     /// Pending-commit sequence number through which commits are in the log and applied.
     flushed: watch::Sender<u64>,
+    /// This process has checked (as master) that the log carries its tables.
+    bootstrapped: AtomicBool,
 }
 
 impl Default for OffsetFlushSignal {
@@ -101,6 +109,7 @@ impl Default for OffsetFlushSignal {
         OffsetFlushSignal {
             flush_now: Notify::new(),
             flushed: watch::channel(0).0,
+            bootstrapped: AtomicBool::new(false),
         }
     }
 }
@@ -145,10 +154,93 @@ pub async fn run_offset_flusher(
             _ = tick.tick() => {}
             _ = signal.flush_now.notified() => {}
         }
+        if !signal.bootstrapped.load(Ordering::Acquire) && ctx.role.role() == ServingRole::Master {
+            match bootstrap_unlogged_tables(&ctx).await {
+                Ok(()) => signal.bootstrapped.store(true, Ordering::Release),
+                Err(e) => {
+                    tracing::warn!(error = %e, "logging the tables of an older store failed; retrying")
+                }
+            }
+        }
         if let Err(e) = flush_offsets(&ctx, &signal).await {
             tracing::warn!(error = %e, "consumer offsets not flushed to the log; retrying");
         }
     }
+}
+
+/// A master whose log carries no metadata record yet (a store written before metadata went
+/// through the log, possibly with topics and groups a follower never synced) puts every topic
+/// and group of its tables that the broker does not create by itself, and every consumer
+/// offset, into the log once, so every member and every later master has them. Nothing to do on a log that carries
+/// metadata.
+async fn bootstrap_unlogged_tables(ctx: &BrokerContext) -> Result<(), BrokerError> {
+    if ctx.store.metadata().applied_through() >= 0 {
+        return Ok(());
+    }
+    let own: HashSet<String> = system_topics(&ctx.config.topic_defaults())
+        .into_iter()
+        .map(|t| t.topic_name)
+        .collect();
+    let topics: Vec<TopicConfig> = ctx
+        .topics
+        .snapshot()
+        .topic_config_table
+        .into_values()
+        .filter(|t| {
+            !own.contains(&t.topic_name)
+                && !names::is_system_topic(&t.topic_name)
+                && !t.topic_name.starts_with(names::RETRY_GROUP_TOPIC_PREFIX)
+                && !t.topic_name.starts_with(names::DLQ_GROUP_TOPIC_PREFIX)
+        })
+        .collect();
+    let groups: Vec<SubscriptionGroupConfig> = ctx
+        .subscriptions
+        .snapshot()
+        .subscription_group_table
+        .into_values()
+        .filter(|g| !SYSTEM_GROUPS.contains(&g.group_name.as_str()))
+        .collect();
+    let offsets: Vec<OffsetCommit> = ctx
+        .offsets
+        .snapshot()
+        .offset_table
+        .into_iter()
+        .filter_map(|(key, queues)| {
+            let (topic, group) = key.rsplit_once(TOPIC_GROUP_SEPARATOR)?;
+            let (topic, group) = (topic.to_owned(), group.to_owned());
+            Some(
+                queues
+                    .into_iter()
+                    .map(move |(queue_id, offset)| OffsetCommit {
+                        topic: topic.clone(),
+                        group: group.clone(),
+                        queue_id,
+                        offset,
+                    }),
+            )
+        })
+        .flatten()
+        .collect();
+    if topics.is_empty() && groups.is_empty() && offsets.is_empty() {
+        return Ok(());
+    }
+    tracing::info!(
+        topics = topics.len(),
+        groups = groups.len(),
+        offsets = offsets.len(),
+        "the log carries no metadata yet: logging this master's tables once"
+    );
+    for t in topics {
+        put_topic(ctx, t).await?;
+    }
+    for g in groups {
+        put_group(ctx, g).await?;
+    }
+    for chunk in offsets.chunks(OFFSETS_PER_RECORD) {
+        let offsets = chunk.to_vec();
+        commit_change(ctx, MetadataChange::Offsets { offsets }).await?;
+    }
+    Ok(())
 }
 
 /// One flush: the pending commits as records, then the pending set trimmed.

@@ -247,3 +247,49 @@ async fn group_requests_go_through_the_log() {
     assert!(b.context().subscriptions.get("GoneG").is_none());
     b.shutdown().await;
 }
+
+/// A store written before metadata went through the log: its master puts its tables into the
+/// log once, so a member catching up from the log (which slave sync may never have reached)
+/// gets them too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_stores_tables_are_logged_once_by_its_master() {
+    let log = MemLog::new_leader();
+    let dir = tempfile::tempdir().unwrap();
+    let b = start(&log, dir.path()).await;
+    let ctx = Arc::clone(b.context());
+    b.shutdown().await;
+    // What an older broker left in its files, never logged.
+    ctx.topics.update(TopicConfig::new("OldT", 3)).unwrap();
+    ctx.subscriptions
+        .update(SubscriptionGroupConfig::new("OldG"))
+        .unwrap();
+    ctx.offsets
+        .apply_logged(&[broker::store::metadata_log::OffsetCommit {
+            topic: "OldT".into(),
+            group: "OldG".into(),
+            queue_id: 2,
+            offset: 9,
+        }]);
+    ctx.offsets.persist().unwrap();
+    drop(ctx);
+    let b = start(&log, dir.path()).await;
+    let ctx = Arc::clone(b.context());
+    wait_for("tables logged", || {
+        ctx.store.metadata().applied_through() >= 0 && !ctx.offsets.has_pending()
+    })
+    .await;
+    // Settled: the bootstrap ran to its end (the offsets record is its last).
+    wait_for("offsets logged", || {
+        let fresh_view = ctx.store.water_marks().ledger_end_index;
+        fresh_view >= 2
+    })
+    .await;
+    b.shutdown().await;
+    let fresh = tempfile::tempdir().unwrap();
+    let b = start(&log, fresh.path()).await;
+    let c = b.context();
+    assert_eq!(c.topics.get("OldT").map(|t| t.write_queue_nums), Some(3));
+    assert!(c.subscriptions.get("OldG").is_some());
+    assert_eq!(c.offsets.query_offset("OldG", "OldT", 2), Some(9));
+    b.shutdown().await;
+}
