@@ -211,10 +211,13 @@ async fn group_requests_go_through_the_log() {
     let c = roles_common::client();
     let mut cfg = SubscriptionGroupConfig::new("ReqG");
     cfg.retry_max_times = 3;
-    for g in [cfg, SubscriptionGroupConfig::new("GoneG")] {
+    let update_group = |body: Vec<u8>| {
         let req = RemotingCommand::request_empty(RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
-            .with_body(serde_json::to_vec(&g).unwrap());
-        let r = roles_common::call(&c, b.local_addr(), req).await;
+            .with_body(body);
+        roles_common::call(&c, b.local_addr(), req)
+    };
+    for g in [cfg, SubscriptionGroupConfig::new("GoneG")] {
+        let r = update_group(serde_json::to_vec(&g).unwrap()).await;
         assert_eq!(r.response_code(), ResponseCode::SUCCESS, "{:?}", r.remark());
     }
     let del = DeleteSubscriptionGroupRequestHeader {
@@ -230,14 +233,10 @@ async fn group_requests_go_through_the_log() {
     assert_eq!(r.response_code(), ResponseCode::SUCCESS);
     // A bad name or body is refused and writes nothing.
     let end = b.context().store.water_marks().ledger_end_index;
-    let req = RemotingCommand::request_empty(RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
-        .with_body(&b"{\"groupName\":\"bad group\"}"[..]);
-    let r = roles_common::call(&c, b.local_addr(), req).await;
-    assert_eq!(r.response_code(), ResponseCode::INVALID_PARAMETER);
-    let req = RemotingCommand::request_empty(RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
-        .with_body(&b"\xff{"[..]);
-    let r = roles_common::call(&c, b.local_addr(), req).await;
-    assert_eq!(r.response_code(), ResponseCode::INVALID_PARAMETER);
+    for bad in [&b"{\"groupName\":\"bad group\"}"[..], b"\xff{"] {
+        let r = update_group(bad.to_vec()).await;
+        assert_eq!(r.response_code(), ResponseCode::INVALID_PARAMETER);
+    }
     assert_eq!(b.context().store.water_marks().ledger_end_index, end);
     b.shutdown().await;
     let fresh = tempfile::tempdir().unwrap();
