@@ -62,8 +62,8 @@ use remoting::{RemotingCommand, RequestCode, ResponseCode, SerializeType};
 const POOL: [&str; 3] = ["FzA", "FzB", "FzC"];
 /// Queues per pool topic (the control sends re-create the topics with this many).
 const QUEUES: i32 = 8;
-/// Default cases of the CI run (about 20-30 s in a debug build on two cores).
-const DEFAULT_CASES: u64 = 2500;
+/// Default cases of the CI run (about 15-25 s in a debug build on two cores).
+const DEFAULT_CASES: u64 = 2000;
 /// Cases of the long (ignored) sweep.
 const LONG_CASES: u64 = 50_000;
 
@@ -1815,8 +1815,8 @@ const HEART_BEAT: i32 = 51_002;
 const PUSH: i32 = 51_004;
 const TRANSFER: i32 = 51_005;
 const METADATA: i32 = 50_000;
-/// Rounds of the CI run (about 20-30 s in a debug build on two cores).
-const DEFAULT_ROUNDS: u64 = 40;
+/// Rounds of the CI run (about 15-25 s in a debug build on two cores).
+const DEFAULT_ROUNDS: u64 = 30;
 /// Rounds of the long (ignored) sweep.
 const LONG_ROUNDS: u64 = 1000;
 /// How long a forged RPC may wait for its answer (buffered pushes answer after
