@@ -306,6 +306,11 @@ pub fn read_sys_flag(record: &[u8]) -> Result<i32, MessageError> {
     get_array::<4>(record, SYS_FLAG_POS).map(i32::from_be_bytes)
 }
 
+/// QUEUEOFFSET of an encoded record.
+pub fn read_queue_offset(record: &[u8]) -> Result<i64, MessageError> {
+    get_array::<8>(record, QUEUE_OFFSET_POS).map(i64::from_be_bytes)
+}
+
 /// STORETIMESTAMP of an encoded record (for time lookups without a full decode).
 pub fn read_store_timestamp(record: &[u8]) -> Result<i64, MessageError> {
     let pos = store_timestamp_pos(read_sys_flag(record)?);

@@ -45,8 +45,8 @@ use super::{ConsumerOffsetTable, SubscriptionGroupTable, TopicTable};
 use crate::config::BrokerConfig;
 use crate::error::{AppendRefusal, BrokerError};
 use crate::message::record::{
-    patch_queue_offset, read_store_timestamp, read_sys_flag, DLEDGER_ENTRY_HEADER_LEN,
-    QUEUE_OFFSET_POS,
+    patch_queue_offset, read_queue_offset, read_store_timestamp, read_sys_flag,
+    DLEDGER_ENTRY_HEADER_LEN,
 };
 use crate::message::sysflag;
 use crate::role::WaterMarks;
@@ -717,7 +717,7 @@ impl MessageStore {
                     r.body.extend_from_slice(&rec);
                     // A record the dispatcher had to put at another offset than its own is
                     // answered with the offset it is read at, so consumers commit past it.
-                    if read_queue_offset(&rec) != Some(at) {
+                    if read_queue_offset(&rec).ok() != Some(at) {
                         let _ = patch_queue_offset(&mut r.body[start..], at);
                     }
                     r.message_count += 1;
@@ -799,12 +799,6 @@ impl Drop for MessageStore {
 /// ROLLBACK record never gets one, whatever its caller asked for.
 fn takes_queue_offset(record: &[u8]) -> bool {
     read_sys_flag(record).is_ok_and(sysflag::is_dispatched_to_consume_queue)
-}
-
-/// The queue offset stored in a record.
-fn read_queue_offset(record: &[u8]) -> Option<i64> {
-    let b = record.get(QUEUE_OFFSET_POS..QUEUE_OFFSET_POS + 8)?;
-    Some(i64::from_be_bytes(b.try_into().ok()?))
 }
 
 /// The queue's next offset under the offsets lock (0 for records that take none); a queue
