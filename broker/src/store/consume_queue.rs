@@ -325,7 +325,7 @@ impl ConsumeQueue {
             .segments
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = segs;
-        end = self.trim_trailing_blanks(end)?;
+        end = self.trim_trailing_blanks(min, end)?;
         self.max_offset.store(end, Ordering::Release);
         while min < end {
             match self.read_unit_raw(min)? {
@@ -348,15 +348,8 @@ impl ConsumeQueue {
     /// published with it; after a crash between the two the blanks end the queue without
     /// their unit (whose end would read as `i32::MAX`). They are zeroed and the end moved
     /// back: dispatch writes them again with the unit.
-    fn trim_trailing_blanks(&self, end: i64) -> Result<i64, StoreError> {
-        let first = {
-            let segs = self
-                .segments
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            segs.first()
-                .map_or(0, |s| (s.start / CQ_UNIT_SIZE as u64) as i64)
-        };
+    /// `first` is the logical offset of the first file's first unit.
+    fn trim_trailing_blanks(&self, first: i64, end: i64) -> Result<i64, StoreError> {
         let mut new_end = end;
         while new_end > first
             && self
