@@ -184,21 +184,24 @@ impl MetadataTables {
 
     /// Writes the tables, then the index they are complete through (a crash in between leaves
     /// the older index: the records after it are applied again, which is harmless).
+    /// Nothing is written when no record was applied since the last call: the log's records
+    /// are what change these tables' files (the broker calls this every second).
     pub fn persist(&self) -> Result<(), StoreError> {
         let _g = self.persist_lock.lock().unwrap_or_else(|p| p.into_inner());
         let through = self.applied_through();
+        if through == self.persisted.load(Ordering::Acquire) {
+            return Ok(());
+        }
         self.topics.persist()?;
         self.subscriptions.persist()?;
         self.offsets.persist()?;
-        if through != self.persisted.load(Ordering::Acquire) {
-            write_json_atomic(
-                &self.path,
-                &AppliedFile {
-                    applied_index: through,
-                },
-            )?;
-            self.persisted.store(through, Ordering::Release);
-        }
+        write_json_atomic(
+            &self.path,
+            &AppliedFile {
+                applied_index: through,
+            },
+        )?;
+        self.persisted.store(through, Ordering::Release);
         Ok(())
     }
 }
