@@ -147,7 +147,7 @@ fn bench_codec(c: &mut Criterion) {
             let start = Instant::now();
             for _ in 0..iters {
                 header.clear();
-                remoting::header::json::encode(black_box(&request), &mut header);
+                remoting::header_encoding::json::encode(black_box(&request), &mut header);
                 black_box(&header);
             }
             let el = start.elapsed();
@@ -161,13 +161,13 @@ fn bench_codec(c: &mut Criterion) {
         })
     });
     header.clear();
-    remoting::header::json::encode(&request, &mut header);
+    remoting::header_encoding::json::encode(&request, &mut header);
     g.bench_function("json_header_decode", |b| {
         b.iter_custom(|iters| {
             let cpu0 = process_cpu();
             let start = Instant::now();
             for _ in 0..iters {
-                black_box(remoting::header::json::decode(black_box(&header)).ok());
+                black_box(remoting::header_encoding::json::decode(black_box(&header)).ok());
             }
             let el = start.elapsed();
             record("codec/json_header_decode", el, iters);

@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use bytes::{Bytes, BytesMut};
 
 use crate::code::{version, LanguageCode, RequestCode, ResponseCode};
+use crate::custom_headers::CommandHeader;
 use crate::error::{FrameError, HeaderError};
 use crate::frame::{self, RawFrame, SerializeType};
-use crate::header::{binary, json};
-use crate::headers::CommandHeader;
+use crate::header_encoding::{binary, json};
 
 pub use crate::ext_fields::ExtFields;
 

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::header::scan;
+use crate::header_encoding::scan;
 
 /// One entry: key is `text[key.0..key.1]`, value is `text[value.0..value.1]`.
 #[derive(Debug, Clone, Copy)]

@@ -15,13 +15,15 @@
 //!          |                  one sweeper per connection expires them (no timer per call)
 //!     codec.rs                tokio-util Decoder/Encoder (thin adapter)
 //!          |
-//!     command.rs              RemotingCommand <-> header/json.rs | header/binary.rs
+//!     command.rs              RemotingCommand <-> header_encoding/{json,binary}.rs
 //!          |                  ext_fields.rs: extFields as one text buffer + sorted offsets
 //!          |
 //!     frame.rs                pure: length words, limits, split into header/body (no alloc)
 //!
 //!  code.rs     open newtypes RequestCode / ResponseCode / LanguageCode
-//!  headers/    typed extFields structs (CommandHeader)      body/  shared JSON bodies
+//!  custom_headers/   typed extFields structs (Java's CommandCustomHeader, [`CommandHeader`])
+//!  header_encoding/  the header's two serializations (JSON, ROCKETMQ binary)
+//!  body/             shared JSON bodies
 //! ```
 //!
 //! # Invariants
@@ -33,7 +35,7 @@
 //!   answered; a response uses the serialization of its request.
 //! * extFields values are always written as strings (Go client); JSON headers are written
 //!   exactly as Java writes them and read leniently (C++/Go/JS clients). The common header
-//!   shape is read by a hand-written parser (header/json_fast.rs) that gives up on anything
+//!   shape is read by a hand-written parser (header_encoding/json_fast.rs) that gives up on anything
 //!   unusual; the serde-based parser then decides, so both always agree.
 //! * Every channel and outbox is bounded, every call has a timeout, no std lock is held
 //!   across `.await`. The reader never waits to queue a frame (a held long-poll cannot delay
@@ -49,7 +51,7 @@
 //!     processor_fn, ClientConfig, RemotingClient, RemotingCommand, RemotingServer, RequestCode,
 //!     ResponseCode, ServerConfig,
 //! };
-//! use remoting::headers::{GetRouteInfoRequestHeader, QueryConsumerOffsetResponseHeader};
+//! use remoting::custom_headers::{GetRouteInfoRequestHeader, QueryConsumerOffsetResponseHeader};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), remoting::RemotingError> {
@@ -102,11 +104,11 @@ pub mod code;
 pub mod codec;
 pub mod command;
 pub mod connection;
+pub mod custom_headers;
 pub mod error;
 pub mod ext_fields;
 pub mod frame;
-pub mod header;
-pub mod headers;
+pub mod header_encoding;
 mod outbox;
 mod pending;
 pub mod processor;
@@ -118,9 +120,9 @@ pub use code::{LanguageCode, RequestCode, ResponseCode};
 pub use codec::RemotingCodec;
 pub use command::{ExtFields, RemotingCommand, DEFAULT_VERSION, FLAG_ONEWAY, FLAG_RESPONSE};
 pub use connection::{ConnectionConfig, ConnectionHandle, ConnectionId};
+pub use custom_headers::CommandHeader;
 pub use error::{FrameError, HeaderError, RemotingError, WireHeaderError};
 pub use frame::SerializeType;
-pub use headers::CommandHeader;
 pub use processor::{
     processor_fn, ConnectionListener, ProcessFuture, ProcessorRegistry, RequestProcessor,
 };

@@ -26,7 +26,9 @@ async fn server_with(config: ServerConfig) -> RemotingServer {
         .register(
             RequestCode::QUERY_CONSUMER_OFFSET,
             processor_fn(|_c, req: RemotingCommand| async move {
-                match req.decode_header::<remoting::headers::QueryConsumerOffsetRequestHeader>() {
+                match req
+                    .decode_header::<remoting::custom_headers::QueryConsumerOffsetRequestHeader>()
+                {
                     Ok(_) => Some(RemotingCommand::success().with_ext_field("offset", "0")),
                     Err(e) => Some(e.to_response()),
                 }

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use bytes::Bytes;
-use remoting::headers::{
+use remoting::custom_headers::{
     QueryConsumerOffsetResponseHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
     UpdateConsumerOffsetRequestHeader,
 };
@@ -166,7 +166,7 @@ fn vector_a_route_request() {
         // Built from scratch, it encodes to the same bytes.
         let built = RemotingCommand::request(
             RequestCode::GET_ROUTEINFO_BY_TOPIC,
-            &remoting::headers::GetRouteInfoRequestHeader {
+            &remoting::custom_headers::GetRouteInfoRequestHeader {
                 topic: "TopicTest".into(),
                 accept_standard_json_only: None,
             },

@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use remoting::headers::{NotifyConsumerIdsChangedRequestHeader, QueryConsumerOffsetRequestHeader};
+use remoting::custom_headers::{
+    NotifyConsumerIdsChangedRequestHeader, QueryConsumerOffsetRequestHeader,
+};
 use remoting::{
     processor_fn, ClientConfig, ConnectionHandle, ConnectionListener, RemotingClient,
     RemotingCommand, RemotingError, RemotingServer, RequestCode, ResponseCode, SerializeType,

@@ -169,7 +169,7 @@ pub fn java_bool<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
             Ok(v)
         }
         fn visit_str<E: de::Error>(self, v: &str) -> Result<bool, E> {
-            Ok(crate::headers::parse_java_bool(v))
+            Ok(crate::custom_headers::parse_java_bool(v))
         }
         fn visit_i64<E: de::Error>(self, v: i64) -> Result<bool, E> {
             Ok(v != 0)

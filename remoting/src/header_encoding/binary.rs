@@ -13,7 +13,7 @@ use crate::code::LanguageCode;
 use crate::command::{ExtFields, RemotingCommand};
 use crate::error::WireHeaderError;
 use crate::ext_fields::ExtFieldsBuf;
-use crate::header::scan;
+use crate::header_encoding::scan;
 
 /// Size of the fixed part (remark and ext lengths included).
 pub const FIXED_LEN: usize = 21;
@@ -249,7 +249,7 @@ mod tests {
         assert_eq!(cmd.ext_field(&key), Some("v"));
         assert_eq!(cmd.ext_field("a"), Some("é\""));
         let mut json = BytesMut::new();
-        crate::header::json::encode(&cmd, &mut json);
+        crate::header_encoding::json::encode(&cmd, &mut json);
         assert!(std::str::from_utf8(&json).unwrap().contains(r#""a":"é\"""#));
     }
 

@@ -153,7 +153,7 @@ macro_rules! command_header {
             $( $(#[$fmeta])* pub $field: $ty, )*
         }
 
-        impl $crate::headers::CommandHeader for $name {
+        impl $crate::custom_headers::CommandHeader for $name {
             fn write_to(&self, ext: &mut $crate::command::ExtFields) {
                 $( command_header!(@write $kind, ext, $key, &self.$field); )*
             }
@@ -165,18 +165,18 @@ macro_rules! command_header {
         }
     };
     (@write req, $ext:ident, $key:literal, $v:expr) => {
-        $crate::headers::write_value($ext, $key, $v)
+        $crate::custom_headers::write_value($ext, $key, $v)
     };
     (@write opt, $ext:ident, $key:literal, $v:expr) => {
         if let Some(v) = $v {
-            $crate::headers::write_value($ext, $key, v)
+            $crate::custom_headers::write_value($ext, $key, v)
         }
     };
     (@read req, $ext:ident, $key:literal) => {
-        $crate::headers::read_required($ext, $key)
+        $crate::custom_headers::read_required($ext, $key)
     };
     (@read opt, $ext:ident, $key:literal) => {
-        $crate::headers::read_optional($ext, $key)
+        $crate::custom_headers::read_optional($ext, $key)
     };
 }
 pub(crate) use command_header;

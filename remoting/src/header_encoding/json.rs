@@ -13,8 +13,8 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visi
 use crate::code::LanguageCode;
 use crate::command::{ExtFields, RemotingCommand};
 use crate::error::WireHeaderError;
-use crate::header::HeaderKey as Key;
-use crate::header::{json_fast, scan};
+use crate::header_encoding::HeaderKey as Key;
+use crate::header_encoding::{json_fast, scan};
 
 /// Writes the header JSON of `cmd` into `dst`.
 ///

@@ -142,7 +142,9 @@ impl<'a> SendMessageHeaderView<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::headers::{CommandHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2};
+    use crate::custom_headers::{
+        CommandHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2,
+    };
 
     /// Both decoders on the same request: equal fields, or the same error.
     fn same_as_typed(code: RequestCode, ext: ExtFields) {

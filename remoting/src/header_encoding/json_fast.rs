@@ -19,9 +19,9 @@ use std::borrow::Cow;
 use crate::code::LanguageCode;
 use crate::command::RemotingCommand;
 use crate::ext_fields::{ExtFieldsBuf, Span};
-use crate::header::scan;
+use crate::header_encoding::scan;
 
-use crate::header::HeaderKey as Key;
+use crate::header_encoding::HeaderKey as Key;
 
 /// Parses the common header shape; `None` means "use the general parser".
 pub(crate) fn decode(bytes: &[u8]) -> Option<RemotingCommand> {
@@ -503,7 +503,7 @@ impl<'a> Parser<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::header::json;
+    use crate::header_encoding::json;
     use proptest::prelude::*;
     use proptest::test_runner::{Config, RngSeed, TestRunner};
 
