@@ -249,11 +249,16 @@ impl<L: RaftLog> Node<L> {
 
     pub(crate) fn on_vote_response(&mut self, term: i64, pre: bool, v: &VoteResponse) {
         if v.term > self.ms.term && v.vote_result != VoteResult::ACCEPT {
-            // Someone is ahead: catch up the term, keep campaigning after a pause.
-            self.adopt_term(v.term);
             if self.ms.role == Role::Candidate {
+                // Someone is ahead: catch up the term, keep campaigning after a pause.
+                self.adopt_term(v.term);
                 self.election.round = None;
                 self.election.next_round_ms = self.now_ms + self.round_delay();
+            } else {
+                // A late answer to a round we already won (or gave up): a higher term exists,
+                // so our leadership, or our leader, belongs to the past. Leading on in a term
+                // nobody elected us in could give that term two leaders.
+                self.become_follower(v.term, None);
             }
             return;
         }

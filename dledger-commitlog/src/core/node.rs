@@ -548,7 +548,8 @@ impl<L: RaftLog> Node<L> {
         });
     }
 
-    /// Adopt a higher term (persisted) without changing role.
+    /// Adopt a higher term (persisted) without changing role. Leadership belongs to one
+    /// term: a caller that may be the leader steps down in the same step.
     pub(crate) fn adopt_term(&mut self, term: Term) {
         if term > self.ms.term {
             self.ms.raise_term(term);

@@ -1440,3 +1440,38 @@ fn a_batch_push_at_the_top_of_the_index_space_is_refused_without_overflow() {
         (1, DLedgerCode::UNEXPECTED_ARGUMENT, -1)
     );
 }
+
+#[test]
+fn a_late_vote_rejection_at_a_higher_term_deposes_the_leader() {
+    let mut n = node("n0", 3);
+    n.tick(1_000);
+    let c = calls(&drain(&mut n));
+    reply_ok(&mut n, 1_001, c[0].1, accept("n1", 0));
+    let votes = calls(&drain(&mut n));
+    assert_eq!(votes[1].0, "n2");
+    reply_ok(&mut n, 1_002, votes[0].1, accept("n1", 1));
+    let _ = drain(&mut n);
+    assert_eq!(n.role(), Role::Leader);
+    // n2's answer to the round n0 already won arrives late: n2 has moved on to term 5.
+    let late = Response::Vote(VoteResponse {
+        code: DLedgerCode::SUCCESS,
+        group: Some("g".into()),
+        leader_id: Some("n0".into()),
+        local_id: Some("n0".into()),
+        remote_id: Some("n2".into()),
+        term: 5,
+        vote_result: VoteResult::REJECT_EXPIRED_VOTE_TERM,
+    });
+    reply_ok(&mut n, 1_003, votes[1].1, late);
+    let a = drain(&mut n);
+    assert_eq!((n.role(), n.term()), (Role::Follower, 5));
+    assert!(a.contains(&hs(5, None)), "{a:?}");
+    assert!(
+        a.contains(&Action::RoleChanged {
+            role: Role::Follower,
+            term: 5,
+            leader: None
+        }),
+        "{a:?}"
+    );
+}
