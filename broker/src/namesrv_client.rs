@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use remoting::body::RegisterBrokerBody;
-use remoting::headers::{
+use remoting::custom_headers::{
     RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnregisterBrokerRequestHeader,
 };
 use remoting::{RemotingClient, RemotingCommand, RequestCode, ResponseCode};

@@ -25,7 +25,7 @@ use broker::store::mem_log::MemLog;
 use bytes::Bytes;
 use common::*;
 use dledger_commitlog::runtime::LedgerRole as RtRole;
-use remoting::headers::*;
+use remoting::custom_headers::*;
 use remoting::{ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode};
 use tokio::sync::watch;
 

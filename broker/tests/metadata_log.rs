@@ -203,7 +203,7 @@ async fn pending_offsets_reach_the_log_within_the_window() {
 /// log: a member that catches up from it has the created group and not the deleted one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn group_requests_go_through_the_log() {
-    use remoting::headers::DeleteSubscriptionGroupRequestHeader;
+    use remoting::custom_headers::DeleteSubscriptionGroupRequestHeader;
     use remoting::{RemotingCommand, RequestCode, ResponseCode};
     let log = MemLog::new_leader();
     let dir = tempfile::tempdir().unwrap();

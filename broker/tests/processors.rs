@@ -13,7 +13,7 @@ use broker::message::properties::keys;
 use broker::store::commit_log::LedgerRole;
 use broker::store::mem_log::MemLog;
 use common::*;
-use remoting::headers::*;
+use remoting::custom_headers::*;
 use remoting::{
     processor_fn, ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode,
 };

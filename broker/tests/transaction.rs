@@ -15,7 +15,7 @@ use broker::message::{decode_offset_msg_id, decode_records, keys, sysflag, CrcCh
 use broker::store::commit_log::LedgerRole;
 use broker::store::mem_log::MemLog;
 use bytes::Bytes;
-use remoting::headers::{CheckTransactionStateRequestHeader, EndTransactionRequestHeader};
+use remoting::custom_headers::{CheckTransactionStateRequestHeader, EndTransactionRequestHeader};
 use remoting::{
     processor_fn, ClientConfig, ProcessorRegistry, RemotingClient, RemotingCommand, RequestCode,
     ResponseCode,

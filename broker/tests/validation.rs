@@ -16,7 +16,7 @@ use broker::message::topic as names;
 use broker::store::mem_log::MemLog;
 use bytes::{Bytes, BytesMut};
 use common::*;
-use remoting::headers::*;
+use remoting::custom_headers::*;
 use remoting::{RemotingCommand, RequestCode, ResponseCode};
 
 fn code(r: &RemotingCommand) -> ResponseCode {

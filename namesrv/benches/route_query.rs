@@ -23,7 +23,7 @@ use namesrv::body::{self, RegisterBrokerBody, TopicConfig, TopicConfigSerializeW
 use namesrv::processor::masked_crc32;
 use namesrv::route::{BrokerRegistration, RouteTable};
 use namesrv::{NameServer, NameServerConfig};
-use remoting::headers::{GetRouteInfoRequestHeader, RegisterBrokerRequestHeader};
+use remoting::custom_headers::{GetRouteInfoRequestHeader, RegisterBrokerRequestHeader};
 use remoting::{
     processor_fn, ClientConfig, RemotingClient, RemotingCommand, RemotingServer, RequestCode,
     ResponseCode, ServerConfig,

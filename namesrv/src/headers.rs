@@ -1,9 +1,9 @@
 //! Name-server custom headers that the remoting crate does not declare (spec §11.6 admin
-//! calls). Same conventions as `remoting::headers`: every value is text in `extFields`.
+//! calls). Same conventions as `remoting::custom_headers`: every value is text in `extFields`.
 
 use remoting::command::ExtFields;
+use remoting::custom_headers::{read_optional, read_required, write_value, CommandHeader};
 use remoting::error::HeaderError;
-use remoting::headers::{read_optional, read_required, write_value, CommandHeader};
 
 /// DELETE_TOPIC_IN_NAMESRV (216) request; `clusterName` (5.x) limits the deletion.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use std::time::Instant;
 use remoting::code::{RequestCode, ResponseCode};
 use remoting::command::RemotingCommand;
 use remoting::connection::ConnectionHandle;
-use remoting::headers::{
+use remoting::custom_headers::{
     BrokerPermRequestHeader, CommandHeader, GetKvConfigRequestHeader, GetKvConfigResponseHeader,
     GetRouteInfoRequestHeader, GetTopicsByClusterRequestHeader, PutKvConfigRequestHeader,
     QueryDataVersionRequestHeader, QueryDataVersionResponseHeader, RegisterBrokerRequestHeader,
@@ -465,7 +465,7 @@ impl RequestProcessor for NamesrvProcessor {
 
 #[cfg(test)]
 mod tests {
-    use remoting::headers::GetRouteInfoRequestHeader;
+    use remoting::custom_headers::GetRouteInfoRequestHeader;
 
     use super::*;
     use crate::body::{TopicConfig, TopicConfigSerializeWrapper};

@@ -8,7 +8,7 @@ mod common;
 
 use common::*;
 use namesrv::body::ClusterInfo;
-use remoting::headers::UnregisterBrokerRequestHeader;
+use remoting::custom_headers::UnregisterBrokerRequestHeader;
 use remoting::{ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode};
 
 const N0: &str = "127.0.0.1:30911";

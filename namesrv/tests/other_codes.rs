@@ -12,7 +12,7 @@ use namesrv::headers::{
     AddWritePermResponseHeader, DeleteTopicInNamesrvRequestHeader,
     GetKvListByNamespaceRequestHeader, RegisterTopicRequestHeader, WipeWritePermResponseHeader,
 };
-use remoting::headers::{
+use remoting::custom_headers::{
     BrokerPermRequestHeader, GetKvConfigRequestHeader, GetKvConfigResponseHeader,
     GetRouteInfoRequestHeader, GetTopicsByClusterRequestHeader, PutKvConfigRequestHeader,
     QueryDataVersionRequestHeader, QueryDataVersionResponseHeader,

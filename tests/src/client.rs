@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use remoting::body::TopicRouteData;
-use remoting::headers::*;
+use remoting::custom_headers::*;
 use remoting::{ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode};
 
 /// Call timeout.

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use broker::message::{decode_records, CrcCheck, StoredMessage};
 use bytes::Bytes;
 use remoting::body::TopicRouteData;
-use remoting::headers::{
+use remoting::custom_headers::{
     ConsumerSendMsgBackRequestHeader, GetMaxOffsetRequestHeader, GetRouteInfoRequestHeader,
     OffsetResponseHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
     SendMessageRequestHeaderV2, UpdateConsumerOffsetRequestHeader,

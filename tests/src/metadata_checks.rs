@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-use remoting::headers::{
+use remoting::custom_headers::{
     CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader,
     QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
 };

@@ -112,7 +112,7 @@ fn read_answer(frame: &[u8]) -> anyhow::Result<Answer> {
 }
 
 /// The answer of a JSON-serialized `frame` whose header is exactly in the compact form of
-/// `remoting::header::json::encode`:
+/// `remoting::header_encoding::json::encode`:
 /// `{"code":N[,"extFields":{"k":"v",...}],"flag":N,"language":"L","opaque":N[,"remark":"R"],"serializeTypeCurrentRPC":"JSON","version":N}`
 /// with printable-ASCII strings and plain escapes; `None` for anything else (then the full
 /// decoder decides), so it never reads a value the full decoder would read differently.

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use remoting::headers::*;
+use remoting::custom_headers::*;
 use remoting::{RemotingCommand, RequestCode, ResponseCode};
 use tests::client::{props, Client, Queue};
 use tests::cluster::{Bins, Group, NameSrv};

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use remoting::headers::{
+use remoting::custom_headers::{
     CreateTopicRequestHeader, DeleteTopicRequestHeader, GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader, OffsetResponseHeader, QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader, QueryMessageRequestHeader, ViewMessageRequestHeader,

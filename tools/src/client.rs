@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use remoting::headers::GetRouteInfoRequestHeader;
+use remoting::custom_headers::GetRouteInfoRequestHeader;
 use remoting::{ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode};
 use tokio::time::Instant;
 

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use remoting::headers::{
+use remoting::custom_headers::{
     GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, OffsetResponseHeader,
     PullMessageRequestHeader, PullMessageResponseHeader, QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader, UpdateConsumerOffsetRequestHeader, PULL_FLAG_COMMIT_OFFSET,

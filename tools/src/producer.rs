@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use broker::message::msg_id::UniqKeyGenerator;
 use bytes::Bytes;
-use remoting::headers::{SendMessageRequestHeaderV2, SendMessageResponseHeader};
+use remoting::custom_headers::{SendMessageRequestHeaderV2, SendMessageResponseHeader};
 use remoting::{RemotingCommand, RemotingError, RequestCode, ResponseCode};
 
 use crate::client::{parse_addr, MqClient, AUTO_CREATE_TOPIC};

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use remoting::headers::{CreateTopicRequestHeader, DeleteTopicRequestHeader};
+use remoting::custom_headers::{CreateTopicRequestHeader, DeleteTopicRequestHeader};
 use remoting::{ConnectionHandle, RemotingCommand};
 
 use crate::context::{now_ms, BrokerContext, ServingRole};

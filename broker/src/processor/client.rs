@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use remoting::headers::{
+use remoting::custom_headers::{
     GetConsumerListByGroupRequestHeader, NotifyConsumerIdsChangedRequestHeader,
     UnregisterClientRequestHeader,
 };

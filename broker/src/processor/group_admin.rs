@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use remoting::headers::DeleteSubscriptionGroupRequestHeader;
+use remoting::custom_headers::DeleteSubscriptionGroupRequestHeader;
 use remoting::{ConnectionHandle, RemotingCommand};
 
 use crate::context::BrokerContext;

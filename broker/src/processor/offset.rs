@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use remoting::headers::{
+use remoting::custom_headers::{
     GetEarliestMsgStoretimeRequestHeader, GetEarliestMsgStoretimeResponseHeader,
     GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, OffsetResponseHeader,
     QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader, SearchOffsetRequestHeader,

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use remoting::headers::{
+use remoting::custom_headers::{
     PullMessageRequestHeader, PullMessageResponseHeader, PULL_FLAG_COMMIT_OFFSET,
     PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND,
 };

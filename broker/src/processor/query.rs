@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use remoting::headers::{
+use remoting::custom_headers::{
     QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader,
 };
 use remoting::{ConnectionHandle, RemotingCommand, ResponseCode};

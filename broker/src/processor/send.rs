@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use remoting::headers::{ConsumerSendMsgBackRequestHeader, SendMessageHeaderView};
+use remoting::custom_headers::{ConsumerSendMsgBackRequestHeader, SendMessageHeaderView};
 use remoting::{ConnectionHandle, ExtFields, RemotingCommand};
 
 use crate::context::{now_ms, BrokerContext, ServingRole};

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use remoting::headers::EndTransactionRequestHeader;
+use remoting::custom_headers::EndTransactionRequestHeader;
 use remoting::{ConnectionHandle, RemotingCommand, RequestCode};
 
 use crate::context::{BrokerContext, ServingRole};

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use remoting::headers::CheckTransactionStateRequestHeader;
+use remoting::custom_headers::CheckTransactionStateRequestHeader;
 use remoting::{RemotingCommand, RequestCode};
 use tokio_util::sync::CancellationToken;
 

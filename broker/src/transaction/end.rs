@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use remoting::headers::EndTransactionRequestHeader;
+use remoting::custom_headers::EndTransactionRequestHeader;
 use remoting::{RemotingCommand, ResponseCode};
 
 use super::op::encode_op_record;

@@ -14,7 +14,7 @@ use broker::message::batch::encode_batch_element;
 use broker::message::{decode_records, CrcCheck, StoredMessage};
 use broker::store::mem_log::MemLog;
 use bytes::{Bytes, BytesMut};
-use remoting::headers::{PullMessageRequestHeader, SendMessageRequestHeaderV2};
+use remoting::custom_headers::{PullMessageRequestHeader, SendMessageRequestHeaderV2};
 use remoting::{ClientConfig, RemotingClient, RemotingCommand, RequestCode};
 
 pub const TIMEOUT: Duration = Duration::from_secs(10);

@@ -555,7 +555,7 @@ fn control_props(tag: &str) -> String {
 
 /// A well-formed SEND_MESSAGE_V2 of `body` to `topic`/`queue_id`.
 pub fn send_v2(topic: &str, queue_id: i32, body: &[u8], props: &str) -> RemotingCommand {
-    let h = remoting::headers::SendMessageRequestHeaderV2 {
+    let h = remoting::custom_headers::SendMessageRequestHeaderV2 {
         producer_group: "FzControlPG".into(),
         topic: topic.into(),
         default_topic: "TBW102".into(),
@@ -577,7 +577,7 @@ pub fn send_v2(topic: &str, queue_id: i32, body: &[u8], props: &str) -> Remoting
 
 /// UPDATE_AND_CREATE_TOPIC with 8 read/write queues, read+write.
 pub fn create_topic(topic: &str) -> RemotingCommand {
-    let h = remoting::headers::CreateTopicRequestHeader {
+    let h = remoting::custom_headers::CreateTopicRequestHeader {
         topic: topic.into(),
         default_topic: "TBW102".into(),
         read_queue_nums: 8,
@@ -594,7 +594,7 @@ pub fn create_topic(topic: &str) -> RemotingCommand {
 
 /// PULL_MESSAGE of at most `max` messages at `offset`, no suspension, subscription `*`.
 pub fn pull(topic: &str, queue_id: i32, offset: i64, max: i32) -> RemotingCommand {
-    let h = remoting::headers::PullMessageRequestHeader {
+    let h = remoting::custom_headers::PullMessageRequestHeader {
         consumer_group: "FzControlCG".into(),
         topic: topic.into(),
         queue_id,

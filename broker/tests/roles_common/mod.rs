@@ -13,7 +13,7 @@ use broker::message::{decode_records, CrcCheck, StoredMessage};
 use broker::services::{BrokerRoleServices, RoleServiceSettings};
 use broker::store::mem_log::MemLog;
 use bytes::Bytes;
-use remoting::headers::{PullMessageRequestHeader, SendMessageRequestHeaderV2};
+use remoting::custom_headers::{PullMessageRequestHeader, SendMessageRequestHeaderV2};
 use remoting::{ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode};
 
 pub const TIMEOUT: Duration = Duration::from_secs(10);

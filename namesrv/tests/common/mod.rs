@@ -12,7 +12,7 @@ use namesrv::body::{
 };
 use namesrv::processor::masked_crc32;
 use namesrv::{NameServer, NameServerConfig, NameServerHandle};
-use remoting::headers::{
+use remoting::custom_headers::{
     GetRouteInfoRequestHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader,
 };
 use remoting::{ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode};

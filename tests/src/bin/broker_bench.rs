@@ -894,7 +894,7 @@ async fn commit_once(
     queue_id: i32,
     offset: i64,
 ) -> (Result<(), String>, Duration) {
-    use remoting::headers::UpdateConsumerOffsetRequestHeader;
+    use remoting::custom_headers::UpdateConsumerOffsetRequestHeader;
     use remoting::{RequestCode, ResponseCode};
     let h = UpdateConsumerOffsetRequestHeader {
         consumer_group: OFFSET_GROUP.into(),

@@ -12,7 +12,7 @@ use std::time::Duration;
 use broker::message::record::{encode_record, MagicPolicy, MessageLimits, RecordFields};
 use bytes::{Buf, Bytes, BytesMut};
 use namesrv::{NameServer, NameServerConfig, NameServerHandle};
-use remoting::headers::*;
+use remoting::custom_headers::*;
 use remoting::{
     ClientConfig, ConnectionHandle, ProcessFuture, RemotingClient, RemotingCommand, RemotingServer,
     RequestCode, RequestProcessor, ResponseCode, ServerConfig,
