@@ -5,6 +5,7 @@
 //! ```text
 //!   runtime/   tokio shell: Ledger handle, driver task (owns Node + Store), peer tasks, RPC
 //!   core/      sans-IO Raft/DLedger state machine (no clock, no IO)
+//!   wire/      DLedger RPC types and their JSON/base64 codec (imported by core and runtime)
 //!   store/     files: data + index segments (mmap or in-memory), flush, clean, recovery
 //!   format/    pure byte layouts: entry, index entry, checkpoint, currterm
 //!   types.rs   Term / Index / Pos newtypes; -1 <-> None only here
@@ -28,6 +29,7 @@ pub mod runtime;
 pub mod sim;
 pub mod store;
 pub mod types;
+pub mod wire;
 
 pub use config::{FlushMode, LedgerConfig};
 pub use store::{Store, StoreError, StoreReader};

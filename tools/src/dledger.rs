@@ -2,14 +2,14 @@
 //! who the peers are) and LEADERSHIP_TRANSFER. Bodies are JSON; the remoting code of every
 //! response is 200 and the real status is the `code` member of the body.
 //!
-//! The message types and status codes are dledger-commitlog's (`core::messages`); only
+//! The message types and status codes are dledger-commitlog's (`wire::messages`); only
 //! METADATA, which the replication core neither sends nor answers, is defined here.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-pub use dledger_commitlog::core::messages::{
+pub use dledger_commitlog::wire::messages::{
     Common as MetadataRequest, DLedgerCode, LeadershipTransferRequest, LeadershipTransferResponse,
     REQUEST_CODE_LEADERSHIP_TRANSFER as LEADERSHIP_TRANSFER,
 };

@@ -14,10 +14,10 @@ use std::collections::BTreeMap;
 
 use super::log::{Index, LogEntry, RaftLog, Term};
 use super::member_state::Role;
-use super::messages::{
+use super::node::{CallCtx, CallFailure, Node};
+use crate::wire::messages::{
     DLedgerCode, DLedgerEntry, PushEntryRequest, PushEntryResponse, PushType, Request,
 };
-use super::node::{CallCtx, CallFailure, Node};
 
 /// Resends of the lowest push before falling back to COMPARE.
 const MAX_RESENDS: u32 = 3;

@@ -17,14 +17,14 @@
 
 use super::log::{RaftLog, Term};
 use super::member_state::Role;
-use super::messages::Response;
-use super::messages::{
-    Common, DLedgerCode, HeartBeatRequest, HeartBeatResponse, LeadershipTransferRequest,
-    LeadershipTransferResponse, Request, VoteRequest, VoteResponse, VoteResult,
-};
 use super::node::{
     Action, CallCtx, CallFailure, Node, ProposeError, RequestId, Transfer, TransferFailure,
     TransferOrigin,
+};
+use crate::wire::messages::Response;
+use crate::wire::messages::{
+    Common, DLedgerCode, HeartBeatRequest, HeartBeatResponse, LeadershipTransferRequest,
+    LeadershipTransferResponse, Request, VoteRequest, VoteResponse, VoteResult,
 };
 
 impl<L: RaftLog> Node<L> {

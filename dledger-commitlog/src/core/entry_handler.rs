@@ -19,8 +19,8 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::log::{Index, LogEntry, LogError, RaftLog};
-use super::messages::{DLedgerCode, PushEntryRequest, PushEntryResponse, PushType, Response};
 use super::node::{Action, Node, RequestId};
+use crate::wire::messages::{DLedgerCode, PushEntryRequest, PushEntryResponse, PushType, Response};
 
 /// A push waiting for a gap to fill.
 #[derive(Clone, Debug)]

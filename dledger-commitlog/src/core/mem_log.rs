@@ -10,7 +10,7 @@ use bytes::Bytes;
 use std::collections::VecDeque;
 
 use super::log::{Index, LogEntry, LogError, Pos, RaftLog, Term};
-use super::messages::ENTRY_HEADER_BYTES;
+use crate::wire::messages::ENTRY_HEADER_BYTES;
 
 /// In-memory log; see the module docs.
 #[derive(Clone, Debug, Default)]

@@ -30,7 +30,6 @@ macro_rules! bug {
     }};
 }
 
-mod b64;
 pub mod config;
 pub mod dispatcher;
 pub mod elector;
@@ -38,9 +37,7 @@ pub mod entry_handler;
 pub mod log;
 pub mod mem_log;
 pub mod member_state;
-pub mod messages;
 pub mod node;
-pub(crate) mod push_json;
 pub mod quorum_ack;
 
 #[cfg(test)]

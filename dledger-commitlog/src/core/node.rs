@@ -22,8 +22,8 @@ use super::dispatcher::{PeerDispatch, PushCtx};
 use super::entry_handler::FollowerBuffer;
 use super::log::{Index, Pos, RaftLog, Term};
 use super::member_state::{HardState, MemberState, Role};
-use super::messages::{Common, DLedgerCode, LeadershipTransferRequest, Request, Response};
 use super::quorum_ack::{PendingProposals, ProposalId};
+use crate::wire::messages::{Common, DLedgerCode, LeadershipTransferRequest, Request, Response};
 
 /// Shell-chosen id of an inbound request, echoed in [`Action::Respond`].
 pub type RequestId = u64;
@@ -709,14 +709,14 @@ impl<L: RaftLog> Node<L> {
         let leader = self.leader_id().map(str::to_owned);
         let term = self.ms.term;
         match req {
-            Request::Vote(r) => Response::Vote(super::messages::VoteResponse {
+            Request::Vote(r) => Response::Vote(crate::wire::messages::VoteResponse {
                 code,
                 group: r.group.clone(),
                 leader_id: leader,
                 local_id: r.local_id.clone(),
                 remote_id: r.remote_id.clone(),
                 term,
-                vote_result: super::messages::VoteResult::UNKNOWN,
+                vote_result: crate::wire::messages::VoteResult::UNKNOWN,
             }),
             Request::HeartBeat(r) => Response::HeartBeat(Common {
                 code,

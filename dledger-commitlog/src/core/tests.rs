@@ -2,8 +2,8 @@
 
 use bytes::Bytes;
 
-use super::messages::*;
 use super::*;
+use crate::wire::messages::*;
 
 fn cfg(me: &str, n: usize) -> CoreConfig {
     let peers: Vec<String> = (0..n).map(|i| format!("n{i}")).collect();

@@ -101,7 +101,7 @@ pub(crate) struct Driver {
     failed: Option<String>,
 }
 
-use crate::core::messages::{Request, Response};
+use crate::wire::messages::{Request, Response};
 
 impl Driver {
     pub(crate) fn new(

@@ -2,8 +2,8 @@
 //! leadership transfer outcomes, start-up failures and option parsing.
 
 use crate::core;
-use crate::core::messages::DLedgerCode;
 use crate::store::StoreError;
+use crate::wire::messages::DLedgerCode;
 
 /// Why a proposal did not commit.
 ///

@@ -175,7 +175,7 @@ impl StoreLog {
 
 /// Bytes an entry occupies in the data file.
 fn entry_bytes(e: &LogEntry) -> u64 {
-    e.body.len() as u64 + crate::core::messages::ENTRY_HEADER_BYTES as u64
+    e.body.len() as u64 + crate::wire::messages::ENTRY_HEADER_BYTES as u64
 }
 
 impl RaftLog for StoreLog {

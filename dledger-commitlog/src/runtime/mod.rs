@@ -50,10 +50,10 @@ mod transport;
 mod types;
 
 pub use crate::config::{FlushMode, LedgerConfig};
-pub use crate::core::messages::DLedgerCode;
 pub use crate::core::CoreConfig;
 pub use crate::store::{EntryRef, StoreError, StoreReader, StoredEntry};
 pub use crate::types::{Index, Pos};
+pub use crate::wire::messages::DLedgerCode;
 pub use error::{LedgerError, OptionError, ProposeError, TransferError};
 pub use ledger::Ledger;
 pub use options::{parse_peers, AppendHook, LedgerOptions};

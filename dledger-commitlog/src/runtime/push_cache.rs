@@ -18,8 +18,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use bytes::{Bytes, BytesMut};
 
-use crate::core::messages::{DLedgerEntry, PushEntryRequest};
-use crate::core::push_json::{encode_entry, encode_push_request_with, encoded_size_hint};
+use crate::wire::messages::{DLedgerEntry, PushEntryRequest};
+use crate::wire::push_json::{encode_entry, encode_push_request_with, encoded_size_hint};
 
 /// Most entry objects kept.
 const MAX_ENTRIES: usize = 8192;
@@ -204,8 +204,8 @@ impl EntryJsonCache {
 mod tests {
     use super::*;
     use crate::core::log::LogEntry;
-    use crate::core::messages::{DLedgerCode, PushType};
-    use crate::core::push_json::encode_push_request;
+    use crate::wire::messages::{DLedgerCode, PushType};
+    use crate::wire::push_json::encode_push_request;
 
     fn push(entries: &[LogEntry], remote: &str) -> PushEntryRequest {
         PushEntryRequest {

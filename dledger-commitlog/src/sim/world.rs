@@ -14,11 +14,11 @@ mod truncation;
 use super::checker::Checker;
 use super::network::{Chaos, Links, PartitionKind};
 use super::sim_log::{SimLog, StoreSimLog};
-use crate::core::messages::{DLedgerCode, PushType, Request, Response};
 use crate::core::{
     Action, BugInjection, CallId, CoreConfig, HardState, Index, Input, LogEntry, MemLog, Node,
     RequestId, Role,
 };
+use crate::wire::messages::{DLedgerCode, PushType, Request, Response};
 use push_faults::PushFaultScript;
 use retention::RetentionScript;
 use truncation::TruncationScript;

@@ -21,8 +21,8 @@ use rand_core::RngCore;
 use std::collections::BTreeMap;
 
 use super::{SimLog, Violation, World};
-use crate::core::messages::{PushType, Request};
 use crate::core::Index;
+use crate::wire::messages::{PushType, Request};
 
 /// When the scenario starts (a leader is normally elected by then).
 const START_MS: u64 = 1_500;

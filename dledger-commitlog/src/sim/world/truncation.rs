@@ -17,8 +17,8 @@
 use rand_core::RngCore;
 
 use super::{SimLog, Violation, World};
-use crate::core::messages::DLedgerCode;
 use crate::core::{Index, LogEntry, Role, Term};
+use crate::wire::messages::DLedgerCode;
 
 const FIRST_ROUND_MS: u64 = 1_500;
 const MAX_BURST: u64 = 40;

@@ -491,7 +491,7 @@ pub(crate) fn decode_push_request_in(
 mod tests {
     use super::*;
     use crate::core::log::LogEntry;
-    use crate::core::messages::{DLedgerCode, PushType};
+    use crate::wire::messages::{DLedgerCode, PushType};
     use bytes::Bytes;
 
     fn entry_at(i: i64, body: &[u8]) -> DLedgerEntry {
@@ -673,7 +673,7 @@ mod tests {
 
     #[test]
     fn fast_output_decodes_back_and_bodies_accept_null_and_escapes() {
-        use crate::core::messages::{Request, REQUEST_CODE_PUSH};
+        use crate::wire::messages::{Request, REQUEST_CODE_PUSH};
         let r = req(
             vec![entry_at(1, b"\xff\xfe?>"), entry_at(2, b"")],
             None,

@@ -13,7 +13,7 @@ use serde::ser::{SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-use super::log::{Index, LogEntry, Term};
+use crate::core::log::{Index, LogEntry, Term};
 
 /// Remoting request code of VOTE.
 pub const REQUEST_CODE_VOTE: i32 = 51001;
@@ -211,7 +211,7 @@ name_enum!(
 
 mod base64_bytes {
     use super::*;
-    use crate::core::b64;
+    use crate::wire::b64;
 
     /// DLedger writes `byte[]` as canonical padded base64 (RFC 4648 §4).
     fn not_base64<E: de::Error>() -> E {
