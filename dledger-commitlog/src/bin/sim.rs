@@ -1,48 +1,52 @@
 //! Long simulator sweeps: `cargo run -p dledger-commitlog --features sim --bin sim -- --seeds 10000`.
 //!
-//! Options: `--seeds N` (per family, default 1000), `--start S` (first seed, default 0),
-//! `--family NAME` (repeatable; default all), `--bug NAME` (run a bug scenario and report the
-//! first seed that catches it), `--seed S` (one seed, verbose failure), `--trace N` (trace
-//! lines kept for a failure, default 400). Exit code 1 on any violation; the failing seed and
-//! a trace are printed.
+//! Runs every family (or the ones named) over a range of seeds, or hunts one re-injected
+//! historical bug. Exit code 1 on any violation (the failing seed and a trace are printed),
+//! 2 on a bad argument.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
+use clap::Parser;
 use dledger_commitlog::sim::{bug_scenario, family, run, FAMILIES};
 
+/// Deterministic DLedger simulator sweeps.
+#[derive(Parser, Debug)]
+#[command(name = "sim")]
+struct Args {
+    /// Seeds per family.
+    #[arg(long, default_value_t = 1000)]
+    seeds: u64,
+    /// First seed.
+    #[arg(long, default_value_t = 0)]
+    start: u64,
+    /// Run this one seed only (verbose failure); overrides --start and --seeds.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Family to run (repeatable); default all.
+    #[arg(long = "family")]
+    families: Vec<String>,
+    /// Run a bug scenario and report the first seed that catches it.
+    #[arg(long)]
+    bug: Option<String>,
+    /// Trace lines kept for a failure (default: the family's own).
+    #[arg(long = "trace")]
+    trace_lines: Option<usize>,
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let mut seeds = 1000u64;
-    let mut start = 0u64;
-    let mut families: Vec<String> = Vec::new();
-    let mut bug: Option<String> = None;
-    let mut trace_lines: Option<usize> = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut val = || it.next().cloned().unwrap_or_default();
-        match a.as_str() {
-            "--seeds" => seeds = val().parse().unwrap_or(seeds),
-            "--start" => start = val().parse().unwrap_or(start),
-            "--seed" => {
-                start = val().parse().unwrap_or(0);
-                seeds = 1;
-            }
-            "--family" => families.push(val()),
-            "--bug" => bug = Some(val()),
-            "--trace" => trace_lines = val().parse().ok(),
-            other => {
-                eprintln!("unknown argument {other}");
-                return ExitCode::from(2);
-            }
-        }
+    let mut args = Args::parse();
+    if let Some(s) = args.seed {
+        args.start = s;
+        args.seeds = 1;
     }
-    if let Some(b) = bug {
+    let (start, seeds) = (args.start, args.seeds);
+    if let Some(b) = args.bug {
         let Some(mut opts) = bug_scenario(&b) else {
             eprintln!("unknown bug {b}");
             return ExitCode::from(2);
         };
-        opts.trace_lines = trace_lines.unwrap_or(opts.trace_lines);
+        opts.trace_lines = args.trace_lines.unwrap_or(opts.trace_lines);
         let t = Instant::now();
         for s in start..start + seeds {
             if let Err(v) = run(s, &opts) {
@@ -57,16 +61,18 @@ fn main() -> ExitCode {
         println!("bug {b} NOT caught in {seeds} seeds");
         return ExitCode::FAILURE;
     }
-    if families.is_empty() {
-        families = FAMILIES.iter().map(|s| (*s).to_string()).collect();
-    }
+    let families = if args.families.is_empty() {
+        FAMILIES.iter().map(|s| (*s).to_string()).collect()
+    } else {
+        args.families
+    };
     let mut failed = false;
     for f in &families {
         let Some(mut opts) = family(f) else {
             eprintln!("unknown family {f}");
             return ExitCode::from(2);
         };
-        opts.trace_lines = trace_lines.unwrap_or(opts.trace_lines);
+        opts.trace_lines = args.trace_lines.unwrap_or(opts.trace_lines);
         let t = Instant::now();
         let (mut acked, mut worst_gap, mut fails) = (0usize, 0u64, 0u64);
         for s in start..start + seeds {
