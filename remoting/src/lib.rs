@@ -6,7 +6,7 @@
 //! ```text
 //!  server.rs / client.rs      accept loop, connection cap, shutdown | per-address connection + backoff
 //!          \      /
-//!     connection.rs           reader task (routes by RESPONSE bit, polls processors inline;
+//!     connection/             reader task (routes by RESPONSE bit, polls processors inline;
 //!          |                  a processor that waits gets its own task) -> processor.rs
 //!     outbox.rs               senders encode frames into one bounded per-connection buffer;
 //!          |                  the reader writes it out after each batch it read (when nobody
