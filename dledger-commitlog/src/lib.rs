@@ -10,6 +10,7 @@
 //!   format/    pure byte layouts: entry, index entry, checkpoint, currterm
 //!   types.rs   Term / Index / Pos newtypes; -1 <-> None only here
 //!   config.rs  LedgerConfig (DLedger defaults), validate()
+//!   peers.rs   the dLegerPeers list parser (also the broker config's)
 //! ```
 //!
 //! Storage invariants:
@@ -25,6 +26,7 @@
 pub mod config;
 pub mod core;
 pub mod format;
+pub mod peers;
 pub mod runtime;
 pub mod sim;
 pub mod store;

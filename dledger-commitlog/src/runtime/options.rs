@@ -9,7 +9,7 @@
 //! partial batches (`CoreConfig::partial_push_inflight_max`).
 
 use std::fmt;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -17,6 +17,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::error::OptionError;
 use crate::config::{FlushMode, LedgerConfig};
 use crate::core::CoreConfig;
+// The peer-list parser lives in peers.rs (shared with the broker's config).
+pub use crate::peers::parse_peers;
 
 /// Default pushes in flight per follower (DLedger `maxPendingSize` is 1000).
 pub(crate) const PUSH_WINDOW: usize = 32;
@@ -284,33 +286,6 @@ fn normalize(key: &str) -> String {
     }
 }
 
-/// Parses DLedger's `n0-host:port;n1-host:port` (the id ends at the first `-`; host names
-/// are resolved once, here).
-pub fn parse_peers(s: &str) -> Result<Vec<(String, SocketAddr)>, String> {
-    let mut out: Vec<(String, SocketAddr)> = Vec::new();
-    for part in s.split(';').map(str::trim).filter(|p| !p.is_empty()) {
-        let (id, addr) = part
-            .split_once('-')
-            .ok_or_else(|| format!("peer {part:?} is not id-host:port"))?;
-        if id.is_empty() {
-            return Err(format!("peer {part:?} has an empty id"));
-        }
-        let sa = addr
-            .to_socket_addrs()
-            .map_err(|e| format!("peer {part:?}: {e}"))?
-            .next()
-            .ok_or_else(|| format!("peer {part:?}: address resolves to nothing"))?;
-        if out.iter().any(|(i, _)| i == id) {
-            return Err(format!("peer id {id} appears twice"));
-        }
-        out.push((id.to_owned(), sa));
-    }
-    if out.is_empty() {
-        return Err("no peers".into());
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,18 +294,6 @@ mod tests {
         let peers =
             parse_peers("n0-127.0.0.1:40911;n1-127.0.0.1:40912;n2-127.0.0.1:40913").unwrap();
         LedgerOptions::new("g", "n0", peers, PathBuf::from("/tmp/x"))
-    }
-
-    #[test]
-    fn peers_parse_and_reject_garbage() {
-        let p = parse_peers(" n0-127.0.0.1:1 ; n1-localhost:2;").unwrap();
-        assert_eq!(p.len(), 2);
-        assert_eq!(p[0].0, "n0");
-        assert_eq!(p[1].1.port(), 2);
-        assert!(parse_peers("n0:1").is_err());
-        assert!(parse_peers("n0-127.0.0.1:1;n0-127.0.0.1:2").is_err());
-        assert!(parse_peers("").is_err());
-        assert!(parse_peers("-127.0.0.1:1").is_err());
     }
 
     #[test]
