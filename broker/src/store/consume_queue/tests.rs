@@ -2,7 +2,7 @@
 // exactly as specified, and readers racing the writer never see a half-written unit.
 // Method: real files in a temp dir with tiny files (5 units = 100 bytes) so rolls happen.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 
 use super::*;
