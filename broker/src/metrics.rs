@@ -20,6 +20,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use dledger_commitlog::Index;
 use observe::{
     BrokerMetrics, LedgerRoleKind, LogMarks, MetricsServer, PeerSample, QueueRepairs, Registry,
     ReplicationSample,
@@ -186,12 +187,13 @@ pub fn spawn_log_sampler(
                         .iter()
                         .map(|p| PeerSample {
                             id: &p.id,
-                            lag: p.lag,
+                            // The gauges keep DLedger's -1 for "unknown".
+                            lag: p.lag.unwrap_or(-1),
                             alive: p.alive,
                         })
                         .collect();
                     metrics.record_replication(&ReplicationSample {
-                        flushed_index: status.flushed_index,
+                        flushed_index: Index::to_wire(status.flushed_index),
                         pending_appends: status.pending_proposals,
                         peers: &peers,
                     });

@@ -25,6 +25,7 @@ use broker::store::mem_log::MemLog;
 use bytes::Bytes;
 use common::*;
 use dledger_commitlog::runtime::LedgerRole as RtRole;
+use dledger_commitlog::{Index, Pos, Term};
 use remoting::custom_headers::*;
 use remoting::{ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode};
 use tokio::sync::watch;
@@ -88,11 +89,11 @@ impl ReplicatedLog for StatusLog {
     }
 }
 
-fn peer(id: &str, port: u16, match_index: i64, lag: i64) -> PeerStatus {
+fn peer(id: &str, port: u16, match_index: Option<u64>, lag: Option<i64>) -> PeerStatus {
     PeerStatus {
         id: id.into(),
         addr: SocketAddr::from(([127, 0, 0, 1], port)),
-        match_index,
+        match_index: match_index.map(Index),
         lag,
         alive: true,
         needs_reinstall: false,
@@ -104,16 +105,19 @@ async fn runtime_info_reports_the_ledger_status_and_peer_water_marks() {
     let status = LedgerStatus {
         self_id: "n0".into(),
         role: RtRole::Leader,
-        term: 7,
+        term: Term(7),
         leader_id: Some("n0".into()),
-        begin_index: 3,
-        end_index: 41,
-        end_term: 7,
-        committed_index: 40,
-        committed_end_pos: 4096,
-        flushed_index: 40,
+        begin_index: Some(Index(3)),
+        end_index: Some(Index(41)),
+        end_term: Some(Term(7)),
+        committed_index: Some(Index(40)),
+        committed_end_pos: Pos(4096),
+        flushed_index: Some(Index(40)),
         pending_proposals: 0,
-        peers: vec![peer("n1", 40912, 39, 2), peer("n2", 40913, -1, -1)],
+        peers: vec![
+            peer("n1", 40912, Some(39), Some(2)),
+            peer("n2", 40913, None, None),
+        ],
     };
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();

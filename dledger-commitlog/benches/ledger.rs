@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use dledger_commitlog::runtime::{Ledger, LedgerOptions, LedgerRole, ProposeError};
+use dledger_commitlog::runtime::{Index, Ledger, LedgerOptions, LedgerRole, ProposeError};
 
 struct Point {
     rate: f64,
@@ -159,7 +159,7 @@ fn data_files(root: &std::path::Path) -> usize {
 
 /// Proposes 1 KiB bodies from 256 proposers until the leader has committed `bytes` of log.
 async fn warm_up(leader: &Ledger, bytes: u64) {
-    let target = i64::try_from(bytes / (1024 + 48)).unwrap_or(i64::MAX);
+    let target = Index::last_of_count(bytes / (1024 + 48));
     let t0 = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..256 {
@@ -359,7 +359,7 @@ fn main() {
                     println!(
                         "{:>6} {:>8} {:>8.1} {:>7} {:>7} {:>7} {:>7} {:>7} {:>4} {:>5}",
                         t0.elapsed().as_millis(),
-                        c - last_commit,
+                        Index::distance(last_commit, c),
                         WINDOW_MAX_US.swap(0, Ordering::Relaxed) as f64 / 1000.0,
                         d("dledger-preall") + d("dledger-popul"),
                         d("dledger-flush"),

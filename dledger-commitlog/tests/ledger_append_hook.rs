@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use dledger_commitlog::runtime::{AppendHook, Index, LedgerRole};
+use dledger_commitlog::runtime::{AppendHook, LedgerRole};
 use ledger_common::{free_peers, poll, shutdown_all, start_group};
 
 /// Writes `pos` big-endian into the first 8 bytes of bodies long enough to hold it.
@@ -50,18 +50,18 @@ async fn hook_rewrites_bodies_before_storage_and_replication() {
         let mut body = vec![0u8; 8];
         body.extend(std::iter::repeat_n(i, 20 + usize::from(i)));
         let c = leader.propose(Bytes::from(body.clone())).await.unwrap();
-        body[..8].copy_from_slice(&c.pos.to_be_bytes());
+        body[..8].copy_from_slice(&c.pos.raw().to_be_bytes());
         committed.push((c.index, body));
     }
     let last = committed.last().unwrap().0;
     for n in &nodes {
         poll("every member to commit", Duration::from_secs(10), || {
-            (n.committed().borrow().index >= last).then_some(())
+            (n.committed().borrow().index >= Some(last)).then_some(())
         })
         .await;
         let reader = n.reader();
         for (index, expected) in &committed {
-            let e = reader.get(Index(*index as u64)).unwrap();
+            let e = reader.get(*index).unwrap();
             assert_eq!(
                 e.pos.raw(),
                 i64::from_be_bytes(expected[..8].try_into().unwrap())

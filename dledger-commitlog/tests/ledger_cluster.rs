@@ -22,10 +22,12 @@ use ledger_common::{
 };
 use tokio::sync::Mutex;
 
-async fn wait_committed(n: &Ledger, index: i64, limit: Duration) {
-    poll(&format!("{} to commit {index}", n.self_id()), limit, || {
-        (n.committed().borrow().index >= index).then_some(())
-    })
+async fn wait_committed(n: &Ledger, index: Option<Index>, limit: Duration) {
+    poll(
+        &format!("{} to commit {index:?}", n.self_id()),
+        limit,
+        || (n.committed().borrow().index >= index).then_some(()),
+    )
     .await;
 }
 
@@ -37,7 +39,7 @@ fn body(proposer: usize, seq: usize) -> Bytes {
 }
 
 /// Proposes `per` bodies from each of `proposers` tasks; returns index -> body of every ack.
-async fn load(leader: &Ledger, proposers: usize, per: usize) -> BTreeMap<i64, Bytes> {
+async fn load(leader: &Ledger, proposers: usize, per: usize) -> BTreeMap<Index, Bytes> {
     let acked = Arc::new(Mutex::new(BTreeMap::new()));
     let mut tasks = Vec::new();
     for p in 0..proposers {
@@ -68,11 +70,11 @@ async fn load(leader: &Ledger, proposers: usize, per: usize) -> BTreeMap<i64, By
     Arc::try_unwrap(acked).unwrap().into_inner()
 }
 
-fn check_entries(n: &Ledger, acked: &BTreeMap<i64, Bytes>) {
+fn check_entries(n: &Ledger, acked: &BTreeMap<Index, Bytes>) {
     let r = n.reader();
     for (&i, b) in acked {
         let e = r
-            .get(Index(i as u64))
+            .get(i)
             .unwrap_or_else(|e| panic!("{}: entry {i}: {e}", n.self_id()));
         assert_eq!(&e.body, b, "{}: entry {i} differs", n.self_id());
         let msg = r.read_message(e.pos.0 + 48).unwrap();
@@ -81,13 +83,10 @@ fn check_entries(n: &Ledger, acked: &BTreeMap<i64, Bytes>) {
 }
 
 /// Every committed entry of `a` and `b` up to `upto` is byte-identical (same pos, same term).
-fn same_log(a: &Ledger, b: &Ledger, upto: i64) {
+fn same_log(a: &Ledger, b: &Ledger, upto: Option<Index>) {
     let (ra, rb) = (a.reader(), b.reader());
-    for i in 0..=upto {
-        let (ea, eb) = (
-            ra.get(Index(i as u64)).unwrap(),
-            rb.get(Index(i as u64)).unwrap(),
-        );
+    for i in (0..Index::count_through(upto)).map(Index) {
+        let (ea, eb) = (ra.get(i).unwrap(), rb.get(i).unwrap());
         assert_eq!(
             ea,
             eb,
@@ -105,7 +104,7 @@ async fn fail_over(
     peers: &[(String, SocketAddr)],
     nodes: &mut [Ledger],
     leader: usize,
-    acked: &mut BTreeMap<i64, Bytes>,
+    acked: &mut BTreeMap<Index, Bytes>,
     graceful: bool,
 ) -> usize {
     let old_term = nodes[leader].role().borrow().term;
@@ -142,7 +141,7 @@ async fn fail_over(
         "failover took {failover:?}"
     );
 
-    let max_acked = acked.keys().next_back().copied().unwrap_or(-1);
+    let max_acked = acked.keys().next_back().copied();
     for &s in &survivors {
         wait_committed(&nodes[s], max_acked, Duration::from_secs(5)).await;
         check_entries(&nodes[s], acked);
@@ -160,7 +159,7 @@ async fn fail_over(
     let target = nodes[new_leader].committed().borrow().index;
     wait_committed(&nodes[leader], target, Duration::from_secs(10)).await;
     println!(
-        "{id} restarted and caught up to {target} in {:?}",
+        "{id} restarted and caught up to {target:?} in {:?}",
         t_restart.elapsed()
     );
     check_entries(&nodes[leader], acked);
@@ -181,7 +180,7 @@ async fn single_member_group_elects_itself_and_commits() {
     for k in 0..100 {
         let b = Bytes::from(format!("single-{k}"));
         let c = l.propose(b.clone()).await.unwrap();
-        assert!(l.committed().borrow().index >= c.index);
+        assert!(l.committed().borrow().index >= Some(c.index));
         acked.insert(c.index, b);
     }
     check_entries(&l, &acked);
@@ -190,7 +189,7 @@ async fn single_member_group_elects_itself_and_commits() {
         (st.role, st.leader_id.as_deref()),
         (LedgerRole::Leader, Some("n0"))
     );
-    assert_eq!(st.committed_index, *acked.keys().next_back().unwrap());
+    assert_eq!(st.committed_index, acked.keys().next_back().copied());
     assert!(matches!(
         l.propose(Bytes::new()).await,
         Err(ProposeError::Storage(_))
@@ -264,7 +263,7 @@ async fn three_members_commit_fail_over_and_catch_up() {
     // Leadership transfer to a caught-up follower.
     let to = (leader + 1) % 3;
     let to_id = nodes[to].self_id().to_owned();
-    let last = *acked.keys().next_back().unwrap();
+    let last = acked.keys().next_back().copied();
     wait_committed(&nodes[to], last, Duration::from_secs(5)).await;
     let t_transfer = Instant::now();
     nodes[leader].transfer_leadership(&to_id).await.unwrap();
@@ -279,10 +278,10 @@ async fn three_members_commit_fail_over_and_catch_up() {
         .await
         .unwrap();
     for n in &nodes {
-        wait_committed(n, c.index, Duration::from_secs(5)).await;
+        wait_committed(n, Some(c.index), Duration::from_secs(5)).await;
     }
-    same_log(&nodes[0], &nodes[1], c.index);
-    same_log(&nodes[0], &nodes[2], c.index);
+    same_log(&nodes[0], &nodes[1], Some(c.index));
+    same_log(&nodes[0], &nodes[2], Some(c.index));
     shutdown_all(&nodes).await;
     // The whole group restarts from its directories: everything acknowledged is still there,
     // a leader is elected and serves writes.
@@ -295,7 +294,7 @@ async fn three_members_commit_fail_over_and_catch_up() {
         .unwrap();
     assert!(c2.index > c.index);
     for n in &nodes {
-        wait_committed(n, c2.index, Duration::from_secs(5)).await;
+        wait_committed(n, Some(c2.index), Duration::from_secs(5)).await;
         check_entries(n, &acked);
     }
     println!(
@@ -334,7 +333,7 @@ async fn sync_flush_acknowledges_only_durable_entries() {
                 let b = body(p, s);
                 let c = l.propose(b.clone()).await.unwrap();
                 // Acknowledged => durable on a quorum (replicas hold it at the same position).
-                let end = c.pos as u64 + 48 + b.len() as u64;
+                let end = c.pos.0 + 48 + b.len() as u64;
                 let durable = readers
                     .iter()
                     .filter(|r| r.flush_progress().flushed.0 >= end)
@@ -354,7 +353,7 @@ async fn sync_flush_acknowledges_only_durable_entries() {
     poll(
         "the status to report a flushed index",
         Duration::from_secs(5),
-        || (l.status().flushed_index >= 0).then_some(()),
+        || l.status().flushed_index.map(|_| ()),
     )
     .await;
     shutdown_all(&nodes).await;
@@ -438,7 +437,7 @@ async fn failover_distribution() {
             .await
             .unwrap();
         for n in &nodes {
-            wait_committed(n, c.index, Duration::from_secs(5)).await;
+            wait_committed(n, Some(c.index), Duration::from_secs(5)).await;
         }
         let old_term = nodes[leader].role().borrow().term;
         let t0 = Instant::now();

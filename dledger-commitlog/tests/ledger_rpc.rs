@@ -8,7 +8,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use dledger_commitlog::runtime::{Ledger, LedgerOptions, LedgerRole};
+use dledger_commitlog::runtime::{Index, Ledger, LedgerOptions, LedgerRole};
 use remoting::{ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode};
 
 async fn single_leader(dir: &std::path::Path) -> (Ledger, SocketAddr) {
@@ -100,7 +100,7 @@ async fn metadata_errors_and_garbage_over_the_wire() {
         .propose(Bytes::from_static(b"still serving"))
         .await
         .unwrap();
-    assert!(c.index >= 1);
+    assert!(c.index >= Index(1));
     client.shutdown().await;
     l.shutdown().await;
 }

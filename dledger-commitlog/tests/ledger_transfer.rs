@@ -12,7 +12,7 @@ mod ledger_common;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use dledger_commitlog::runtime::{DLedgerCode, Ledger, LedgerRole, TransferError};
+use dledger_commitlog::runtime::{DLedgerCode, Ledger, LedgerRole, Term, TransferError};
 use ledger_common::{free_peers, shutdown_all, start_group, wait_leader};
 use remoting::{ClientConfig, RemotingClient, RemotingCommand, RequestCode};
 
@@ -36,7 +36,7 @@ async fn admin_transfer(
     client: &RemotingClient,
     leader: &Ledger,
     to: &str,
-    term: i64,
+    term: Term,
 ) -> (i64, Duration) {
     let body = serde_json::json!({
         "code": 200,
@@ -44,7 +44,7 @@ async fn admin_transfer(
         "localId": "admin",
         "remoteId": leader.self_id(),
         "takeLeadershipLedgerIndex": -1,
-        "term": term,
+        "term": term.raw(),
         "transferId": leader.self_id(),
         "transfereeId": to,
     });

@@ -22,6 +22,7 @@ use crate::message::MessageError;
 use crate::store::commit_log::{LedgerRole, ReplicatedLog};
 use crate::store::topics::{topic_config, MULTI_TAG, SINGLE_TAG};
 use dledger_commitlog::runtime::LedgerRole as RtRole;
+use dledger_commitlog::types::Shown;
 
 /// Largest legal topic perm: Java `PermName.isValid` (READ | WRITE | INHERIT, no PRIORITY).
 const MAX_TOPIC_PERM: i32 = 7;
@@ -245,15 +246,22 @@ pub fn dledger_runtime_keys(log: &dyn ReplicatedLog) -> Vec<(String, String)> {
             kv("dledgerRole", role.into());
             kv("dledgerTerm", s.term.to_string());
             kv("dledgerLeaderId", s.leader_id.unwrap_or_default());
-            kv("dledgerBeginIndex", s.begin_index.to_string());
-            kv("dledgerEndIndex", s.end_index.to_string());
-            kv("dledgerCommittedIndex", s.committed_index.to_string());
+            // Shown: DLedger's -1 for none, as mqadmin expects.
+            kv("dledgerBeginIndex", Shown(s.begin_index).to_string());
+            kv("dledgerEndIndex", Shown(s.end_index).to_string());
+            kv(
+                "dledgerCommittedIndex",
+                Shown(s.committed_index).to_string(),
+            );
             for p in &s.peers {
                 kv(
                     &format!("dledgerPeerWaterMark_{}", p.id),
-                    p.match_index.to_string(),
+                    Shown(p.match_index).to_string(),
                 );
-                kv(&format!("dledgerPeerLag_{}", p.id), p.lag.to_string());
+                kv(
+                    &format!("dledgerPeerLag_{}", p.id),
+                    Shown(p.lag).to_string(),
+                );
                 if p.needs_reinstall {
                     kv(
                         &format!("dledgerPeerNeedsReinstall_{}", p.id),

@@ -16,6 +16,7 @@ use std::pin::Pin;
 
 use bytes::Bytes;
 pub use dledger_commitlog::runtime::{LedgerStatus, PeerStatus};
+use dledger_commitlog::Index;
 use tokio::sync::watch;
 
 use crate::message::record::DLEDGER_ENTRY_HEADER_LEN;
@@ -76,6 +77,16 @@ pub struct CommitMark {
     pub end_pos: i64,
 }
 
+impl CommitMark {
+    /// The ledger's committed mark in the broker's numbers (DLedger's -1 for none).
+    pub fn from_ledger(m: &dledger_commitlog::runtime::CommittedMark) -> CommitMark {
+        CommitMark {
+            index: Index::to_wire(m.index),
+            end_pos: m.end_pos.raw(),
+        }
+    }
+}
+
 /// One committed entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogEntry {
@@ -132,13 +143,7 @@ impl CommitWatch {
     pub fn borrow_and_update(&mut self) -> CommitMark {
         match self {
             CommitWatch::Broker(rx) => *rx.borrow_and_update(),
-            CommitWatch::Ledger(rx) => {
-                let m = rx.borrow_and_update();
-                CommitMark {
-                    index: m.index,
-                    end_pos: m.end_pos,
-                }
-            }
+            CommitWatch::Ledger(rx) => CommitMark::from_ledger(&rx.borrow_and_update()),
         }
     }
 

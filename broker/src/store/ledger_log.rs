@@ -42,15 +42,8 @@ fn map_role(r: &rt::RoleState) -> LogRoleState {
             rt::LedgerRole::Candidate => LedgerRole::Candidate,
             rt::LedgerRole::Leader => LedgerRole::Leader,
         },
-        term: r.term,
+        term: r.term.raw(),
         leader_id: r.leader_id.clone(),
-    }
-}
-
-fn map_mark(m: &rt::CommittedMark) -> CommitMark {
-    CommitMark {
-        index: m.index,
-        end_pos: m.end_pos,
     }
 }
 
@@ -104,8 +97,8 @@ impl ReplicatedLog for LedgerLog {
                 .propose(body)
                 .await
                 .map(|c| LogPosition {
-                    index: c.index,
-                    pos: c.pos,
+                    index: c.index.raw(),
+                    pos: c.pos.raw(),
                 })
                 .map_err(map_error)
         })
@@ -116,7 +109,7 @@ impl ReplicatedLog for LedgerLog {
     }
 
     fn committed_mark(&self) -> CommitMark {
-        map_mark(&self.committed_rx.borrow())
+        CommitMark::from_ledger(&self.committed_rx.borrow())
     }
 
     fn commit_watch(&self) -> CommitWatch {

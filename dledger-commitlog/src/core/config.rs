@@ -20,8 +20,6 @@
 //! * pre-vote (R10) keeps a rejoining node from bumping terms, so short lease times do not
 //!   turn into disruptions.
 
-use super::log::Index;
-
 /// Test-only switches that re-inject historical bugs (RELIABILITY.md SIM-17). All `false` in
 /// production; only compiled with the `sim` feature.
 #[cfg(feature = "sim")]
@@ -185,7 +183,7 @@ impl CoreConfig {
     }
 
     /// Max follower lag (entries) for a leadership transfer.
-    pub fn transfer_max_lag(&self) -> Index {
+    pub fn transfer_max_lag(&self) -> i64 {
         self.max_leadership_transfer_wait_index
     }
 }

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use super::log::{Index, LogEntry, RaftLog, Term};
 use super::member_state::Role;
 use super::node::{CallCtx, CallFailure, Node};
+use crate::types::Shown;
 use crate::wire::messages::{
     DLedgerCode, DLedgerEntry, PushEntryRequest, PushEntryResponse, PushType, Request,
 };
@@ -56,15 +57,15 @@ pub(crate) enum DispatchState {
 /// Leader-side view of one follower.
 #[derive(Clone, Debug)]
 pub(crate) struct PeerDispatch {
-    /// Highest index known replicated on the follower in this term (-1 initially).
-    pub match_index: Index,
+    /// Highest index known replicated on the follower in this term (none initially).
+    pub match_index: Option<Index>,
     /// Last response of any kind in this term (check-quorum lease).
     pub last_ack_ms: u64,
     /// Last heartbeat RPC answered (preferred-leader choice).
     pub alive: bool,
     pub epoch: u64,
     pub state: DispatchState,
-    pub last_commit_sent: Index,
+    pub last_commit_sent: Option<Index>,
     /// The follower's next entry is below this leader's begin index (deleted by retention):
     /// no push can repair it; an operator must reinstall it from a healthy member (R11,
     /// SIM-09). Cleared once a COMPARE or TRUNCATE succeeds.
@@ -75,7 +76,7 @@ impl PeerDispatch {
     /// Fresh dispatcher at the start of a term: COMPARE; the lease starts now.
     pub fn new(now_ms: u64) -> Self {
         PeerDispatch {
-            match_index: -1,
+            match_index: None,
             last_ack_ms: now_ms,
             alive: true,
             epoch: 0,
@@ -84,7 +85,7 @@ impl PeerDispatch {
                 waiting: false,
                 retry_ms: 0,
             },
-            last_commit_sent: -1,
+            last_commit_sent: None,
             needs_reinstall: false,
         }
     }
@@ -97,7 +98,8 @@ pub(crate) struct PushCtx {
     pub peer: usize,
     pub epoch: u64,
     pub kind: PushType,
-    pub first: Index,
+    /// Index of the first entry carried (none for a COMMIT push, which carries none).
+    pub first: Option<Index>,
     pub count: usize,
 }
 
@@ -146,13 +148,13 @@ impl<L: RaftLog> Node<L> {
         self.switch(
             peer,
             DispatchState::Append {
-                next: matched + 1,
+                next: matched.next(),
                 inflight: BTreeMap::new(),
             },
         );
         if let Some(d) = self.dispatch(peer) {
-            d.match_index = matched;
-            d.last_commit_sent = -1;
+            d.match_index = Some(matched);
+            d.last_commit_sent = None;
             d.needs_reinstall = false;
         }
     }
@@ -189,7 +191,10 @@ impl<L: RaftLog> Node<L> {
                 waiting,
                 retry_ms,
             }) => {
-                if waiting || now < retry_ms || end < begin {
+                let Some(end) = end.filter(|e| *e >= begin) else {
+                    return; // nothing to compare: empty log
+                };
+                if waiting || now < retry_ms {
                     return;
                 }
                 let ci = index.filter(|i| (begin..=end).contains(i)).unwrap_or(end);
@@ -239,11 +244,14 @@ impl<L: RaftLog> Node<L> {
                 return;
             };
             let (next, in_flight) = (*next, inflight.len());
-            if next > end || in_flight >= self.cfg.push_inflight_max {
+            let Some(last) = end.filter(|e| next <= *e) else {
+                break;
+            };
+            if in_flight >= self.cfg.push_inflight_max {
                 break;
             }
             if in_flight >= self.cfg.partial_push_inflight_max
-                && !self.full_batch_ready(next, end, per_push)
+                && !self.full_batch_ready(next, last, per_push)
             {
                 break; // a response will pump again, with more entries to send together
             }
@@ -269,7 +277,7 @@ impl<L: RaftLog> Node<L> {
                             attempts: 0,
                         },
                     );
-                    *next += count as Index;
+                    *next = next.plus(count as u64);
                 }
             }
             self.send_push(peer, PushType::APPEND, entries);
@@ -286,7 +294,7 @@ impl<L: RaftLog> Node<L> {
         let lowest = inflight.first_key_value().map(|(k, v)| (*k, *v));
         match lowest {
             Some((first, f)) => {
-                if first != matched + 1 {
+                if first != Index::after(matched) {
                     self.enter_compare(peer, None, now);
                     return;
                 }
@@ -307,7 +315,7 @@ impl<L: RaftLog> Node<L> {
                 }
             }
             None => {
-                if next > end && committed > last_commit_sent {
+                if Some(next) > end && committed > last_commit_sent {
                     d.last_commit_sent = committed;
                     self.send_push(peer, PushType::COMMIT, Vec::new());
                 }
@@ -318,11 +326,12 @@ impl<L: RaftLog> Node<L> {
     /// Whether the entries from `next` through `end` fill a whole batch push (by count or
     /// by bytes). Unknown sizes count as full, so nothing waits on a guess.
     fn full_batch_ready(&self, next: Index, end: Index, per_push: usize) -> bool {
-        if end - next + 1 >= per_push as Index {
+        if Index::distance(Some(next), Some(end)) + 1 >= per_push as i64 {
             return true;
         }
-        match (self.log.end_pos_of(next - 1), self.log.end_pos_of(end)) {
-            (Some(from), Some(to)) => (to - from) as u64 >= self.cfg.max_batch_push_bytes as u64,
+        let from = next.prev().and_then(|p| self.log.end_pos_of(p));
+        match (from, self.log.end_pos_of(end)) {
+            (Some(from), Some(to)) => to.bytes_since(from) >= self.cfg.max_batch_push_bytes as u64,
             _ => true,
         }
     }
@@ -331,7 +340,7 @@ impl<L: RaftLog> Node<L> {
         let Some(epoch) = self.dispatch(peer).map(|d| d.epoch) else {
             return;
         };
-        let first = entries.first().map_or(-1, |e| e.index);
+        let first = entries.first().map(|e| e.index);
         let count = entries.len();
         let wire: Vec<DLedgerEntry> = entries.into_iter().map(DLedgerEntry::from).collect();
         let common = self.common_to(peer);
@@ -341,18 +350,7 @@ impl<L: RaftLog> Node<L> {
         } else {
             (wire.into_iter().next(), Vec::new())
         };
-        let req = PushEntryRequest {
-            batch_entry,
-            code: DLedgerCode::SUCCESS,
-            commit_index: self.committed,
-            entry,
-            group: common.group,
-            leader_id: common.leader_id,
-            local_id: common.local_id,
-            remote_id: common.remote_id,
-            term: self.ms.term,
-            push_type: kind,
-        };
+        let req = PushEntryRequest::new(common, kind, self.committed, entry, batch_entry);
         let ctx = PushCtx {
             term: self.ms.term,
             peer,
@@ -371,8 +369,9 @@ impl<L: RaftLog> Node<L> {
         result: Result<PushEntryResponse, CallFailure>,
     ) {
         if let Ok(p) = &result {
-            if p.code == DLedgerCode::EXPIRED_TERM && p.term > self.ms.term {
-                self.become_follower(p.term, None);
+            let ahead = p.term().filter(|t| *t > self.ms.term);
+            if let Some(t) = ahead.filter(|_| p.code == DLedgerCode::EXPIRED_TERM) {
+                self.become_follower(t, None);
                 return;
             }
         }
@@ -390,18 +389,22 @@ impl<L: RaftLog> Node<L> {
             return;
         }
         let peer = ctx.peer;
+        // COMPARE, TRUNCATE and APPEND pushes carry at least one entry; COMMIT none.
+        let Some(first) = ctx.first else {
+            return;
+        };
         match ctx.kind {
-            PushType::COMPARE => self.on_compare_response(peer, ctx.first, result),
+            PushType::COMPARE => self.on_compare_response(peer, first, result),
             PushType::TRUNCATE => match result {
-                Ok(p) if p.code == DLedgerCode::SUCCESS => self.enter_append(peer, ctx.first),
+                Ok(p) if p.code == DLedgerCode::SUCCESS => self.enter_append(peer, first),
                 // Refused at our begin while the follower holds entries below it that it has
                 // not seen committed: only entries this leader deleted could prove them (R11).
                 Ok(p)
                     if p.code == DLedgerCode::INCONSISTENT_STATE
-                        && ctx.first == self.log.begin_index()
-                        && (0..ctx.first).contains(&p.begin_index) =>
+                        && first == self.log.begin_index()
+                        && p.begin_index().is_some_and(|b| b < first) =>
                 {
-                    self.mark_needs_reinstall(peer, p.end_index, ctx.first);
+                    self.mark_needs_reinstall(peer, p.end_index().ok().flatten(), first);
                     let recheck = self.cfg.heartbeat_interval_ms * REINSTALL_RECHECK_HEARTBEATS;
                     self.enter_compare(peer, None, self.now_ms + recheck);
                 }
@@ -409,12 +412,12 @@ impl<L: RaftLog> Node<L> {
             },
             PushType::APPEND => match result {
                 Ok(p) if p.code == DLedgerCode::SUCCESS => {
-                    let last = ctx.first + ctx.count as Index - 1;
+                    let last = first.plus(ctx.count.saturating_sub(1) as u64);
                     if let Some(d) = self.dispatch(peer) {
-                        d.match_index = d.match_index.max(last);
+                        d.match_index = d.match_index.max(Some(last));
                         let m = d.match_index;
                         if let DispatchState::Append { inflight, .. } = &mut d.state {
-                            inflight.retain(|&f, x| f + x.count as Index - 1 > m);
+                            inflight.retain(|&f, x| Some(f.plus(x.count as u64 - 1)) > m);
                         }
                     }
                 }
@@ -429,15 +432,20 @@ impl<L: RaftLog> Node<L> {
         }
     }
 
-    fn mark_needs_reinstall(&mut self, peer: usize, follower_end: Index, leader_begin: Index) {
+    fn mark_needs_reinstall(
+        &mut self,
+        peer: usize,
+        follower_end: Option<Index>,
+        leader_begin: Index,
+    ) {
         let id = self.cfg.peers[peer].clone();
         let Some(d) = self.dispatch(peer) else { return };
         if !d.needs_reinstall {
             d.needs_reinstall = true;
             tracing::error!(
                 peer = %id,
-                follower_end,
-                leader_begin,
+                follower_end = %Shown(follower_end),
+                leader_begin = %leader_begin,
                 "follower needs entries this leader has already deleted: reinstall its store \
                  from a healthy member (re-checked every {REINSTALL_RECHECK_HEARTBEATS} heartbeats)"
             );
@@ -451,35 +459,42 @@ impl<L: RaftLog> Node<L> {
         result: Result<PushEntryResponse, CallFailure>,
     ) {
         let (lb, le) = (self.log.begin_index(), self.log.end_index());
+        // The follower's end: a malformed (negative) number orders below "none".
+        let below_begin = |p: &PushEntryResponse| match p.end_index() {
+            Ok(fe) => Index::after(fe) < lb,
+            Err(_) => true,
+        };
         match result {
-            Ok(p) if p.code == DLedgerCode::SUCCESS => {
-                if p.end_index == ci {
-                    self.enter_append(peer, ci);
-                } else if p.end_index > ci {
-                    self.enter_truncate(peer, ci);
-                } else {
-                    self.enter_compare(peer, None, self.backoff_ms());
-                }
-            }
-            Ok(p) if p.code == DLedgerCode::INCONSISTENT_STATE && p.end_index + 1 < lb => {
-                self.mark_needs_reinstall(peer, p.end_index, lb);
+            Ok(p) if p.code == DLedgerCode::SUCCESS => match p.end_index() {
+                Ok(Some(fe)) if fe == ci => self.enter_append(peer, ci),
+                Ok(Some(fe)) if fe > ci => self.enter_truncate(peer, ci),
+                _ => self.enter_compare(peer, None, self.backoff_ms()),
+            },
+            Ok(p) if p.code == DLedgerCode::INCONSISTENT_STATE && below_begin(&p) => {
+                self.mark_needs_reinstall(peer, p.end_index().ok().flatten(), lb);
                 let recheck = self.cfg.heartbeat_interval_ms * REINSTALL_RECHECK_HEARTBEATS;
                 self.enter_compare(peer, None, self.now_ms + recheck);
             }
             Ok(p) if p.code == DLedgerCode::INCONSISTENT_STATE => {
-                let (fb, fe) = (p.begin_index, p.end_index);
-                let next = if fe < lb || (fb >= 0 && fb > le) || (fb >= 0 && ci < fb) {
-                    None
-                } else if ci > fe {
-                    Some(fe)
-                } else {
-                    Some(ci - 1)
+                let (fb, fe) = (p.begin_index(), p.end_index().ok().flatten());
+                let next = match fe {
+                    Some(fe) if fe >= lb && !fb.is_some_and(|b| Some(b) > le || ci < b) => {
+                        if ci > fe {
+                            Some(fe)
+                        } else {
+                            ci.prev()
+                        }
+                    }
+                    _ => None,
                 };
                 // No common entry at or above the lowest index both logs hold. A follower that
                 // deleted its own (committed) prefix is rebuilt from its begin; otherwise the
                 // TRUNCATE at our begin replaces its log there, and the follower refuses it when
                 // it cannot vouch for the entries it would keep below (see `truncate`).
-                let floor = if fb > lb && fb <= le { fb } else { lb };
+                let floor = match fb {
+                    Some(b) if b > lb && Some(b) <= le => b,
+                    _ => lb,
+                };
                 match next {
                     Some(n) if n >= floor => self.enter_compare(peer, Some(n), self.now_ms),
                     _ => self.enter_truncate(peer, floor),

@@ -15,12 +15,13 @@
 //!   DLedger code and a reason: [`Action::TransferDone`] for a local request, the deferred
 //!   LEADERSHIP_TRANSFER response for an admin one.
 
-use super::log::{RaftLog, Term};
+use super::log::{Index, RaftLog, Term};
 use super::member_state::Role;
 use super::node::{
     Action, CallCtx, CallFailure, Node, ProposeError, RequestId, Transfer, TransferFailure,
     TransferOrigin,
 };
+use crate::types::Shown;
 use crate::wire::messages::Response;
 use crate::wire::messages::{
     Common, DLedgerCode, HeartBeatRequest, HeartBeatResponse, LeadershipTransferRequest,
@@ -34,7 +35,7 @@ impl<L: RaftLog> Node<L> {
     /// else in it. Standing in a term keeps one vote per member and term, so still at most
     /// one leader per term. `None`: there is no term left to stand in.
     fn election_term(&self) -> Option<Term> {
-        match self.ms.term.checked_add(1) {
+        match self.ms.term.checked_next() {
             Some(next) => Some(next),
             None => match self.ms.voted_for.as_deref() {
                 None => Some(self.ms.term),
@@ -49,7 +50,7 @@ impl<L: RaftLog> Node<L> {
         self.election.next_round_ms = self.now_ms + self.round_delay();
         let Some(term) = self.election_term() else {
             tracing::error!(
-                term = self.ms.term,
+                term = %self.ms.term,
                 "no term left to stand in (the current one is the largest and taken): not campaigning"
             );
             return;
@@ -73,7 +74,7 @@ impl<L: RaftLog> Node<L> {
         self.ms.role = Role::Candidate;
         self.persist();
         self.clear_buffer();
-        self.buffer.verified_end = -1;
+        self.buffer.verified_end = None;
         self.drop_deferred();
         self.election.round = Some((term, false));
         self.election.granted = vec![self.me];
@@ -81,9 +82,9 @@ impl<L: RaftLog> Node<L> {
         self.check_votes();
     }
 
-    fn send_votes(&mut self, term: i64, pre: bool) {
+    fn send_votes(&mut self, term: Term, pre: bool) {
         let end_term = if bug!(self.cfg, ledger_end_term_is_curr_term) {
-            self.ms.term
+            Some(self.ms.term)
         } else {
             self.log.end_term()
         };
@@ -91,17 +92,15 @@ impl<L: RaftLog> Node<L> {
             if peer == self.me {
                 continue;
             }
-            let req = VoteRequest {
-                code: DLedgerCode::SUCCESS,
-                group: Some(self.cfg.group.clone()),
-                leader_id: Some(self.cfg.self_id.clone()),
-                ledger_end_index: self.log.end_index(),
-                ledger_end_term: end_term,
-                local_id: Some(self.cfg.self_id.clone()),
-                pre_vote: pre,
-                remote_id: Some(self.cfg.peers[peer].clone()),
+            let req = VoteRequest::new(
+                &self.cfg.group,
+                &self.cfg.self_id,
+                &self.cfg.peers[peer],
                 term,
-            };
+                self.log.end_index(),
+                end_term,
+                pre,
+            );
             self.call(peer, CallCtx::Vote { term, pre }, Request::Vote(req));
         }
     }
@@ -141,15 +140,13 @@ impl<L: RaftLog> Node<L> {
     /// Handle VOTE (real or pre-vote); the caller responds after any PersistHardState.
     pub(crate) fn on_vote_request(&mut self, r: &VoteRequest) -> VoteResponse {
         let result = self.decide_vote(r);
-        VoteResponse {
-            code: DLedgerCode::SUCCESS,
-            group: r.group.clone(),
-            leader_id: r.leader_id.clone(),
-            local_id: r.local_id.clone(),
-            remote_id: r.remote_id.clone(),
-            term: self.ms.term,
-            vote_result: result,
-        }
+        VoteResponse::answer(
+            r,
+            DLedgerCode::SUCCESS,
+            r.leader_id.clone(),
+            self.ms.term,
+            result,
+        )
     }
 
     fn decide_vote(&mut self, r: &VoteRequest) -> VoteResult {
@@ -159,29 +156,29 @@ impl<L: RaftLog> Node<L> {
         if cand == self.me {
             return VoteResult::REJECT_UNEXPECTED_LEADER;
         }
-        if r.term < self.ms.term {
+        let Some(term) = r.term().filter(|t| *t >= self.ms.term) else {
             return VoteResult::REJECT_EXPIRED_VOTE_TERM;
-        }
+        };
         if r.pre_vote {
             if self.leader_lease_valid() {
                 return VoteResult::REJECT_ALREADY_HAS_LEADER;
             }
             return self.log_check(r).unwrap_or(VoteResult::ACCEPT);
         }
-        if r.term > self.ms.term {
+        if term > self.ms.term {
             // A real vote at a higher term passed a pre-vote quorum (or is a transfer).
             if let Some(reject) = self.log_check(r) {
                 // We hold a better log than the candidate, and nobody leads the new term yet:
                 // campaign soon instead of waiting a whole lease as a leaderless follower.
-                self.adopt_term(r.term);
+                self.adopt_term(term);
                 if self.ms.role != Role::Candidate {
                     self.become_candidate();
                 }
                 return reject;
             }
             match self.ms.role {
-                Role::Candidate => self.adopt_term(r.term),
-                _ => self.become_follower(r.term, None),
+                Role::Candidate => self.adopt_term(term),
+                _ => self.become_follower(term, None),
             }
         }
         if let Some(reject) = self.log_check(r) {
@@ -235,30 +232,33 @@ impl<L: RaftLog> Node<L> {
         self.election.next_round_ms = self.now_ms + delay;
     }
 
-    /// R2: compare the candidate's last entry term, then its last index, with ours.
+    /// R2: compare the candidate's last entry term, then its last index, with ours. A
+    /// malformed (negative) number in the request counts as older than any log.
     fn log_check(&self, r: &VoteRequest) -> Option<VoteResult> {
         let (my_term, my_end) = (self.log.end_term(), self.log.end_index());
-        if r.ledger_end_term < my_term {
-            Some(VoteResult::REJECT_EXPIRED_LEDGER_TERM)
-        } else if r.ledger_end_term == my_term && r.ledger_end_index < my_end {
-            Some(VoteResult::REJECT_SMALL_LEDGER_END_INDEX)
-        } else {
-            None
+        match r.ledger_end_term() {
+            Ok(t) if t > my_term => None,
+            Ok(t) if t == my_term => match r.ledger_end_index() {
+                Ok(i) if i >= my_end => None,
+                _ => Some(VoteResult::REJECT_SMALL_LEDGER_END_INDEX),
+            },
+            _ => Some(VoteResult::REJECT_EXPIRED_LEDGER_TERM),
         }
     }
 
-    pub(crate) fn on_vote_response(&mut self, term: i64, pre: bool, v: &VoteResponse) {
-        if v.term > self.ms.term && v.vote_result != VoteResult::ACCEPT {
+    pub(crate) fn on_vote_response(&mut self, term: Term, pre: bool, v: &VoteResponse) {
+        let ahead = v.term().filter(|t| *t > self.ms.term);
+        if let Some(ahead) = ahead.filter(|_| v.vote_result != VoteResult::ACCEPT) {
             if self.ms.role == Role::Candidate {
                 // Someone is ahead: catch up the term, keep campaigning after a pause.
-                self.adopt_term(v.term);
+                self.adopt_term(ahead);
                 self.election.round = None;
                 self.election.next_round_ms = self.now_ms + self.round_delay();
             } else {
                 // A late answer to a round we already won (or gave up): a higher term exists,
                 // so our leadership, or our leader, belongs to the past. Leading on in a term
                 // nobody elected us in could give that term two leaders.
-                self.become_follower(v.term, None);
+                self.become_follower(ahead, None);
             }
             return;
         }
@@ -280,7 +280,7 @@ impl<L: RaftLog> Node<L> {
     pub(crate) fn accept_leader(
         &mut self,
         leader_id: Option<&str>,
-        term: i64,
+        term: Option<Term>,
     ) -> Result<usize, DLedgerCode> {
         let Some(leader) = leader_id.and_then(|l| self.peer_index(l)) else {
             return Err(DLedgerCode::UNKNOWN_MEMBER);
@@ -288,9 +288,9 @@ impl<L: RaftLog> Node<L> {
         if leader == self.me {
             return Err(DLedgerCode::UNEXPECTED_MEMBER);
         }
-        if term < self.ms.term {
+        let Some(term) = term.filter(|t| *t >= self.ms.term) else {
             return Err(DLedgerCode::EXPIRED_TERM);
-        }
+        };
         if term == self.ms.term {
             match (self.ms.role, self.ms.leader) {
                 (Role::Leader, _) => return Err(DLedgerCode::INCONSISTENT_LEADER),
@@ -309,14 +309,14 @@ impl<L: RaftLog> Node<L> {
     }
 
     pub(crate) fn on_heartbeat_request(&mut self, r: &HeartBeatRequest) -> HeartBeatResponse {
-        match self.accept_leader(r.leader_id.as_deref(), r.term) {
+        match self.accept_leader(r.leader_id.as_deref(), r.term()) {
             Ok(_) => Common::default(),
             Err(code) => Common {
                 code,
                 leader_id: self.leader_id().map(str::to_owned),
-                term: self.ms.term,
                 ..r.clone()
-            },
+            }
+            .with_term(self.ms.term),
         }
     }
 
@@ -340,7 +340,7 @@ impl<L: RaftLog> Node<L> {
 
     pub(crate) fn on_heartbeat_response(
         &mut self,
-        term: i64,
+        term: Term,
         peer: usize,
         r: Result<HeartBeatResponse, CallFailure>,
     ) {
@@ -354,8 +354,10 @@ impl<L: RaftLog> Node<L> {
                     }
                 }
             }
-            Ok(h) if h.code == DLedgerCode::EXPIRED_TERM && h.term > self.ms.term => {
-                self.become_follower(h.term, None);
+            Ok(h) if h.code == DLedgerCode::EXPIRED_TERM && h.term() > Some(self.ms.term) => {
+                if let Some(t) = h.term() {
+                    self.become_follower(t, None);
+                }
             }
             Ok(h) if h.code == DLedgerCode::INCONSISTENT_LEADER && term == self.ms.term => {
                 if self.ms.role == Role::Leader {
@@ -389,7 +391,7 @@ impl<L: RaftLog> Node<L> {
             .filter(|(i, p)| *i == me || now.saturating_sub(p.last_ack_ms) < lease)
             .count();
         if live < quorum {
-            tracing::info!(me = %self.cfg.self_id, term = self.ms.term, "lost the quorum; stepping down");
+            tracing::info!(me = %self.cfg.self_id, term = %self.ms.term, "lost the quorum; stepping down");
             self.become_candidate();
             return;
         }
@@ -433,11 +435,12 @@ impl<L: RaftLog> Node<L> {
             let mark = self
                 .leader
                 .as_ref()
-                .map_or(-1, |l| l.peers[t.peer].match_index);
+                .and_then(|l| l.peers[t.peer].match_index);
             format!(
-                "{to} did not catch up within leadershipTransferWaitTimeout {} ms (has {mark}, leader end {})",
+                "{to} did not catch up within leadershipTransferWaitTimeout {} ms (has {}, leader end {})",
                 self.cfg.leadership_transfer_wait_timeout_ms,
-                self.self_mark()
+                Shown(mark),
+                Shown(self.self_mark())
             )
         };
         self.finish_transfer(
@@ -474,7 +477,7 @@ impl<L: RaftLog> Node<L> {
                     && l.peers[p].alive
                     && now.saturating_sub(l.peers[p].last_ack_ms) < lease
             })
-            .map(|p| (end - l.peers[p].match_index, p))
+            .map(|p| (Index::distance(l.peers[p].match_index, end), p))
             .filter(|(lag, _)| *lag < self.cfg.transfer_max_lag())
             .min();
         if let Some((_, p)) = best {
@@ -518,7 +521,7 @@ impl<L: RaftLog> Node<L> {
                 format!("not the leader (leader: {leader}, term {term})"),
             );
         };
-        let lag = end - l.peers[peer].match_index;
+        let lag = Index::distance(l.peers[peer].match_index, end);
         if lag > max_lag {
             return refuse(
                 DLedgerCode::FALL_BEHIND_TOO_MUCH,
@@ -542,7 +545,7 @@ impl<L: RaftLog> Node<L> {
             origin,
         });
         self.next_transfer_seq += 1;
-        tracing::info!(me = %self.cfg.self_id, to, term, "leadership transfer started");
+        tracing::info!(me = %self.cfg.self_id, to, %term, "leadership transfer started");
         Ok(())
     }
 
@@ -560,7 +563,7 @@ impl<L: RaftLog> Node<L> {
             TransferOrigin::Rpc { id, mut resp } => {
                 resp.code = result.map_or_else(|f| f.code, |()| DLedgerCode::SUCCESS);
                 resp.leader_id = self.leader_id().map(str::to_owned);
-                resp.term = self.ms.term;
+                resp.set_term(self.ms.term);
                 self.respond(id, Response::LeadershipTransfer(resp));
             }
             TransferOrigin::Preferred => {}
@@ -697,18 +700,21 @@ impl<L: RaftLog> Node<L> {
         id: RequestId,
         r: &LeadershipTransferRequest,
     ) -> Option<LeadershipTransferResponse> {
-        let resp = |node: &Self, code| Common {
-            code,
-            group: r.group.clone(),
-            leader_id: node.leader_id().map(str::to_owned),
-            local_id: r.local_id.clone(),
-            remote_id: r.remote_id.clone(),
-            term: node.ms.term,
+        let resp = |node: &Self, code| {
+            Common {
+                code,
+                group: r.group.clone(),
+                leader_id: node.leader_id().map(str::to_owned),
+                local_id: r.local_id.clone(),
+                remote_id: r.remote_id.clone(),
+                ..Common::default()
+            }
+            .with_term(node.ms.term)
         };
         let code = if r.transferee_id.as_deref() == Some(self.cfg.self_id.as_str()) {
             self.take_leadership(r)
         } else if let Some(to) = r.transferee_id.clone() {
-            if r.term != self.ms.term {
+            if r.term() != Some(self.ms.term) {
                 DLedgerCode::INCONSISTENT_TERM
             } else {
                 let origin = TransferOrigin::Rpc {
@@ -732,16 +738,16 @@ impl<L: RaftLog> Node<L> {
     /// Transferee side (spec §8 step 3): campaign at once if caught up.
     fn take_leadership(&mut self, r: &LeadershipTransferRequest) -> DLedgerCode {
         let from = r.transfer_id.as_deref().and_then(|id| self.peer_index(id));
-        if r.term < self.ms.term {
+        if r.term() < Some(self.ms.term) {
             return DLedgerCode::EXPIRED_TERM; // the asking leader was deposed meanwhile
         }
         if self.ms.role != Role::Follower || from.is_none() || self.ms.leader != from {
             return DLedgerCode::INCONSISTENT_LEADER;
         }
-        if r.term != self.ms.term {
+        if r.term() != Some(self.ms.term) {
             return DLedgerCode::INCONSISTENT_TERM;
         }
-        if self.log.end_index() < r.take_leadership_ledger_index {
+        if self.log.end_index() < r.take_leadership_ledger_index() {
             return DLedgerCode::TAKE_LEADERSHIP_FAILED;
         }
         self.ms.role = Role::Candidate;

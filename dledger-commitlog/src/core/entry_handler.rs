@@ -39,21 +39,12 @@ pub(crate) struct Deferred {
 }
 
 /// Follower bookkeeping.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct FollowerBuffer {
     pub pending: BTreeMap<Index, Buffered>,
-    pub verified_end: Index,
+    /// End of the prefix verified against the current leader (none before any).
+    pub verified_end: Option<Index>,
     pub deferred: VecDeque<Deferred>,
-}
-
-impl Default for FollowerBuffer {
-    fn default() -> Self {
-        FollowerBuffer {
-            pending: BTreeMap::new(),
-            verified_end: -1,
-            deferred: VecDeque::new(),
-        }
-    }
 }
 
 fn same_entry(a: &LogEntry, b: &LogEntry) -> bool {
@@ -75,28 +66,14 @@ impl<L: RaftLog> Node<L> {
         r: &PushEntryRequest,
         code: DLedgerCode,
     ) -> PushEntryResponse {
-        let (begin, end) = (self.log.begin_index(), self.log.end_index());
-        let commit = r.push_type == PushType::COMMIT;
-        PushEntryResponse {
-            begin_index: if end >= begin { begin } else { -1 },
-            code,
-            count: if commit {
-                0
-            } else {
-                i32::try_from(r.count()).unwrap_or(i32::MAX)
-            },
-            end_index: end,
-            group: r.group.clone(),
-            index: if commit { None } else { Some(r.first_index()) },
-            leader_id: None,
-            local_id: None,
-            remote_id: None,
-            // Our term when refusing an older leader, so it learns it is stale.
-            term: if code == DLedgerCode::EXPIRED_TERM {
-                self.ms.term
-            } else {
-                r.term
-            },
+        let end = self.log.end_index();
+        let begin = Some(self.log.begin_index()).filter(|b| end >= Some(*b));
+        let resp = PushEntryResponse::answer(r, code, begin, end);
+        // Our term when refusing an older leader, so it learns it is stale.
+        if code == DLedgerCode::EXPIRED_TERM {
+            resp.with_term(self.ms.term)
+        } else {
+            resp
         }
     }
 
@@ -106,13 +83,13 @@ impl<L: RaftLog> Node<L> {
     }
 
     pub(crate) fn on_push_request(&mut self, id: RequestId, r: PushEntryRequest) {
-        if let Err(code) = self.accept_leader(r.leader_id.as_deref(), r.term) {
+        if let Err(code) = self.accept_leader(r.leader_id.as_deref(), r.term()) {
             self.reply_push(id, &r, code);
             return;
         }
         match r.push_type {
             PushType::COMMIT => {
-                self.update_commit(r.commit_index);
+                self.update_commit(r.commit_index());
                 self.reply_push(id, &r, DLedgerCode::SUCCESS);
             }
             PushType::COMPARE => {
@@ -138,7 +115,7 @@ impl<L: RaftLog> Node<L> {
         };
         match self.log.entry(e.index) {
             Ok(local) if same_entry(&local, &e) => {
-                self.buffer.verified_end = self.buffer.verified_end.max(e.index);
+                self.buffer.verified_end = self.buffer.verified_end.max(Some(e.index));
                 DLedgerCode::SUCCESS
             }
             _ => DLedgerCode::INCONSISTENT_STATE,
@@ -150,14 +127,14 @@ impl<L: RaftLog> Node<L> {
             return DLedgerCode::UNEXPECTED_ARGUMENT;
         };
         let (begin, end) = (self.log.begin_index(), self.log.end_index());
-        if e.index < begin || e.index > end + 1 {
+        if e.index < begin || e.index > Index::after(end) {
             return DLedgerCode::INCONSISTENT_STATE;
         }
         let matches = matches!(self.log.entry(e.index), Ok(local) if same_entry(&local, &e));
         let result = if matches {
             // Entries this leader already gave us (verified in this term) stay: a delayed or
             // duplicated TRUNCATE must not remove what we have acknowledged since.
-            let keep = e.index.max(self.buffer.verified_end).min(end);
+            let keep = Some(e.index).max(self.buffer.verified_end).min(end);
             if keep < self.committed {
                 return DLedgerCode::INCONSISTENT_STATE; // would drop committed entries
             }
@@ -167,31 +144,31 @@ impl<L: RaftLog> Node<L> {
                 Ok(())
             }
         } else {
-            if e.index <= self.committed {
+            if Some(e.index) <= self.committed {
                 return DLedgerCode::INCONSISTENT_STATE; // would overwrite a committed entry
             }
             // A TRUNCATE that matched nothing keeps our entries below it unverified: only
             // accept it when those are committed here or verified in this term (or there are
             // none). The leader sends it at its begin when it deleted the entries that could
             // settle the question, and marks us needs-reinstall on this refusal (R11, SIM-09).
-            if e.index > begin && e.index - 1 > self.committed.max(self.buffer.verified_end) {
+            if e.index > begin && e.index.prev() > self.committed.max(self.buffer.verified_end) {
                 return DLedgerCode::INCONSISTENT_STATE;
             }
             // The rewritten entry is not durable yet: lower the flushed mark before appending
             // it, so a sync-flush ack waits for it.
-            let cut = self.log.truncate_after(e.index - 1);
+            let cut = self.log.truncate_after(e.index.prev());
             self.clamp_flushed();
             cut.and_then(|()| self.log.append_follower(&e))
         };
         self.clamp_flushed();
         let end = self.log.end_index();
-        self.buffer.deferred.retain(|d| d.last <= end);
+        self.buffer.deferred.retain(|d| Some(d.last) <= end);
         if let Err(err) = result {
             tracing::warn!(error = %err, "truncate failed");
             return log_error_code(&err);
         }
-        self.buffer.verified_end = self.buffer.verified_end.max(e.index).min(end);
-        self.update_commit(r.commit_index);
+        self.buffer.verified_end = self.buffer.verified_end.max(Some(e.index)).min(end);
+        self.update_commit(r.commit_index());
         DLedgerCode::SUCCESS
     }
 
@@ -205,12 +182,12 @@ impl<L: RaftLog> Node<L> {
         if entries
             .iter()
             .enumerate()
-            .any(|(i, e)| Some(e.index) != first.checked_add(i as Index))
+            .any(|(i, e)| Some(e.index) != first.checked_add(i as u64))
         {
             self.reply_push(id, &r, DLedgerCode::UNEXPECTED_ARGUMENT);
             return;
         }
-        if first > self.log.end_index() + 1 {
+        if first > self.log.next_index() {
             if self.buffer.pending.contains_key(&first) {
                 self.reply_push(id, &r, DLedgerCode::REPEATED_PUSH);
             } else if self.buffer.pending.len() >= self.cfg.follower_buffer_max {
@@ -238,33 +215,33 @@ impl<L: RaftLog> Node<L> {
 
     fn apply_append(&mut self, id: RequestId, r: &PushEntryRequest, entries: &[LogEntry]) {
         let code = self.append_entries(r, entries);
-        let last = entries.last().map_or(-1, |e| e.index);
+        let last = entries.last().map(|e| e.index);
         self.reply_after_flush(id, r, code, last);
     }
 
     fn append_entries(&mut self, r: &PushEntryRequest, entries: &[LogEntry]) -> DLedgerCode {
         let first = entries[0].index;
-        if first > self.buffer.verified_end + 1 {
+        if first > Index::after(self.buffer.verified_end) {
             return DLedgerCode::INCONSISTENT_STATE; // would extend an unverified suffix
         }
         for e in entries {
             if e.index < self.log.begin_index() {
                 continue; // already applied and since deleted by retention
             }
-            if e.index <= self.log.end_index() {
+            if Some(e.index) <= self.log.end_index() {
                 match self.log.entry(e.index) {
                     Ok(local) if same_entry(&local, e) => continue,
                     _ => return DLedgerCode::INCONSISTENT_STATE,
                 }
             }
             if let Err(err) = self.log.append_follower(e) {
-                tracing::warn!(error = %err, index = e.index, "follower append failed");
+                tracing::warn!(error = %err, index = %e.index, "follower append failed");
                 return log_error_code(&err);
             }
         }
         let last = entries[entries.len() - 1].index;
-        self.buffer.verified_end = self.buffer.verified_end.max(last);
-        self.update_commit(r.commit_index);
+        self.buffer.verified_end = self.buffer.verified_end.max(Some(last));
+        self.update_commit(r.commit_index());
         DLedgerCode::SUCCESS
     }
 
@@ -273,24 +250,24 @@ impl<L: RaftLog> Node<L> {
         id: RequestId,
         r: &PushEntryRequest,
         code: DLedgerCode,
-        last: Index,
+        last: Option<Index>,
     ) {
         let resp = self.push_response(r, code);
-        if code == DLedgerCode::SUCCESS && self.cfg.sync_flush && last > self.flushed {
-            self.buffer.deferred.push_back(Deferred { last, id, resp });
-        } else {
-            self.respond(id, Response::Push(resp));
+        let hold = code == DLedgerCode::SUCCESS && self.cfg.sync_flush;
+        match last.filter(|l| hold && Some(*l) > self.flushed) {
+            Some(last) => self.buffer.deferred.push_back(Deferred { last, id, resp }),
+            None => self.respond(id, Response::Push(resp)),
         }
     }
 
     /// Apply buffered pushes that now start at or below `end + 1`.
     fn drain_buffer(&mut self) {
         loop {
-            let end = self.log.end_index();
+            let next = self.log.next_index();
             let Some((&first, _)) = self.buffer.pending.first_key_value() else {
                 return;
             };
-            if first > end + 1 {
+            if first > next {
                 return;
             }
             let Some(b) = self.buffer.pending.remove(&first) else {
@@ -342,7 +319,7 @@ impl<L: RaftLog> Node<L> {
             .buffer
             .deferred
             .front()
-            .is_some_and(|d| d.last <= self.flushed)
+            .is_some_and(|d| Some(d.last) <= self.flushed)
         {
             if let Some(d) = self.buffer.deferred.pop_front() {
                 self.respond(d.id, Response::Push(d.resp));
@@ -356,7 +333,7 @@ impl<L: RaftLog> Node<L> {
     }
 
     /// Follower commit rule (module docs).
-    pub(crate) fn update_commit(&mut self, leader_commit: Index) {
+    pub(crate) fn update_commit(&mut self, leader_commit: Option<Index>) {
         let target = if bug!(self.cfg, no_commit_clamp) {
             leader_commit
         } else {
@@ -364,9 +341,9 @@ impl<L: RaftLog> Node<L> {
                 .min(self.buffer.verified_end)
                 .min(self.log.end_index())
         };
-        if target > self.committed {
-            self.committed = target;
-            let pos = self.log.end_pos_of(target).unwrap_or(-1);
+        if let Some(target) = target.filter(|t| Some(*t) > self.committed) {
+            self.committed = Some(target);
+            let pos = self.log.end_pos_of(target);
             self.actions
                 .push_back(Action::CommitAdvanced { index: target, pos });
         }

@@ -15,44 +15,41 @@ use crate::wire::messages::ENTRY_HEADER_BYTES;
 /// In-memory log; see the module docs.
 #[derive(Clone, Debug, Default)]
 pub struct MemLog {
-    /// Index of `entries[0]`.
+    /// Index of `entries[0]` (or of the next append when empty).
     begin: Index,
     /// Position of `entries[0]` (or of the next append when empty).
     begin_pos: Pos,
     entries: VecDeque<LogEntry>,
-    /// Last index known durable (-1 / begin-1 when none).
-    flushed: Index,
+    /// Last index known durable (none, or below begin, when nothing is).
+    flushed: Option<Index>,
     /// Fail appends with DiskFull (simulated ENOSPC).
     pub disk_full: bool,
 }
 
-fn entry_size(body: &Bytes) -> Pos {
-    i64::try_from(body.len()).unwrap_or(i64::MAX / 2) + i64::from(ENTRY_HEADER_BYTES)
+fn entry_size(body: &Bytes) -> u64 {
+    body.len() as u64 + u64::from(ENTRY_HEADER_BYTES.unsigned_abs())
 }
 
 impl MemLog {
     /// An empty log starting at index 0, pos 0.
     pub fn new() -> Self {
-        MemLog {
-            flushed: -1,
-            ..Default::default()
-        }
+        MemLog::default()
     }
 
     /// Position where the next entry will be written.
     pub fn next_pos(&self) -> Pos {
         self.entries
             .back()
-            .map_or(self.begin_pos, |e| e.pos + entry_size(&e.body))
+            .map_or(self.begin_pos, |e| e.pos.plus(entry_size(&e.body)))
     }
 
     /// Last durable index.
-    pub fn flushed_index(&self) -> Index {
+    pub fn flushed_index(&self) -> Option<Index> {
         self.flushed
     }
 
     /// Mark everything up to `index` (clamped to the end) durable.
-    pub fn flush_to(&mut self, index: Index) {
+    pub fn flush_to(&mut self, index: Option<Index>) {
         self.flushed = self.flushed.max(index.min(self.end_index()));
     }
 
@@ -60,12 +57,10 @@ impl MemLog {
     /// entries that happened to reach the disk.
     pub fn after_power_loss(&self, extra: usize) -> MemLog {
         let mut log = self.clone();
-        let keep = self
-            .flushed
-            .saturating_add(i64::try_from(extra).unwrap_or(i64::MAX / 2));
-        let keep = keep.min(self.end_index());
+        let kept = Index::count_through(self.flushed).saturating_add(extra as u64);
+        let keep = Index::last_of_count(kept).min(self.end_index());
         // Truncation cannot fail for an index inside [begin-1, end].
-        let _ = log.truncate_after(keep.max(self.begin - 1));
+        let _ = log.truncate_after(keep.max(self.begin.prev()));
         log.flushed = log.end_index();
         log
     }
@@ -74,9 +69,9 @@ impl MemLog {
     pub fn delete_before(&mut self, index: Index) {
         while self.begin < index && !self.entries.is_empty() {
             if let Some(e) = self.entries.pop_front() {
-                self.begin_pos = e.pos + entry_size(&e.body);
+                self.begin_pos = e.pos.plus(entry_size(&e.body));
             }
-            self.begin += 1;
+            self.begin = self.begin.next();
         }
     }
 
@@ -86,10 +81,7 @@ impl MemLog {
     }
 
     fn slot(&self, index: Index) -> Option<usize> {
-        if index < self.begin {
-            return None;
-        }
-        let i = usize::try_from(index - self.begin).ok()?;
+        let i = usize::try_from(index.0.checked_sub(self.begin.0)?).ok()?;
         (i < self.entries.len()).then_some(i)
     }
 }
@@ -98,11 +90,14 @@ impl RaftLog for MemLog {
     fn begin_index(&self) -> Index {
         self.begin
     }
-    fn end_index(&self) -> Index {
-        self.begin + i64::try_from(self.entries.len()).unwrap_or(i64::MAX / 2) - 1
+    fn end_index(&self) -> Option<Index> {
+        match self.entries.back() {
+            Some(e) => Some(e.index),
+            None => self.begin.prev(),
+        }
     }
-    fn end_term(&self) -> Term {
-        self.entries.back().map_or(-1, |e| e.term)
+    fn end_term(&self) -> Option<Term> {
+        self.entries.back().map(|e| e.term)
     }
     fn term_at(&self, index: Index) -> Option<Term> {
         self.slot(index).map(|i| self.entries[i].term)
@@ -115,7 +110,7 @@ impl RaftLog for MemLog {
     ) -> Result<Vec<LogEntry>, LogError> {
         let start = self.slot(from).ok_or(LogError::OutOfRange {
             index: from,
-            begin: self.begin,
+            begin: Some(self.begin),
             end: self.end_index(),
         })?;
         let mut out = Vec::new();
@@ -133,7 +128,7 @@ impl RaftLog for MemLog {
         if self.disk_full {
             return Err(LogError::DiskFull);
         }
-        let index = self.end_index() + 1;
+        let index = self.next_index();
         let pos = self.next_pos();
         self.entries.push_back(LogEntry {
             index,
@@ -148,7 +143,7 @@ impl RaftLog for MemLog {
             return Err(LogError::DiskFull);
         }
         let end = self.end_index();
-        if entry.index != end + 1 {
+        if entry.index != Index::after(end) {
             return Err(LogError::NotNext {
                 index: entry.index,
                 end,
@@ -164,24 +159,24 @@ impl RaftLog for MemLog {
         self.entries.push_back(entry.clone());
         Ok(())
     }
-    fn truncate_after(&mut self, index: Index) -> Result<(), LogError> {
+    fn truncate_after(&mut self, keep: Option<Index>) -> Result<(), LogError> {
         let end = self.end_index();
-        if index < self.begin - 1 || index > end {
+        let kept = Index::count_through(keep).checked_sub(self.begin.0);
+        let Some(kept) = kept.filter(|_| keep <= end) else {
             return Err(LogError::OutOfRange {
-                index,
-                begin: self.begin,
+                index: keep.unwrap_or(Index::ZERO),
+                begin: Some(self.begin),
                 end,
             });
-        }
-        let keep = usize::try_from(index + 1 - self.begin).unwrap_or(0);
-        self.entries.truncate(keep);
-        self.flushed = self.flushed.min(index);
+        };
+        self.entries.truncate(usize::try_from(kept).unwrap_or(0));
+        self.flushed = self.flushed.min(keep);
         Ok(())
     }
     fn end_pos_of(&self, index: Index) -> Option<Pos> {
         self.slot(index).map(|i| {
             let e = &self.entries[i];
-            e.pos + entry_size(&e.body)
+            e.pos.plus(entry_size(&e.body))
         })
     }
 }
@@ -193,22 +188,29 @@ mod tests {
     #[test]
     fn positions_follow_the_data_layout_and_followers_must_match_them() {
         let mut l = MemLog::new();
-        assert_eq!((l.begin_index(), l.end_index(), l.end_term()), (0, -1, -1));
         assert_eq!(
-            l.append_leader(1, Bytes::from_static(b"abc")).unwrap(),
-            (0, 0)
+            (l.begin_index(), l.end_index(), l.end_term()),
+            (Index(0), None, None)
         );
-        assert_eq!(l.append_leader(1, Bytes::new()).unwrap(), (1, 51));
-        assert_eq!(l.end_pos_of(1), Some(99));
+        assert_eq!(
+            l.append_leader(Term(1), Bytes::from_static(b"abc"))
+                .unwrap(),
+            (Index(0), Pos(0))
+        );
+        assert_eq!(
+            l.append_leader(Term(1), Bytes::new()).unwrap(),
+            (Index(1), Pos(51))
+        );
+        assert_eq!(l.end_pos_of(Index(1)), Some(Pos(99)));
         let mut f = MemLog::new();
-        let e0 = l.entry(0).unwrap();
-        let mut e1 = l.entry(1).unwrap();
+        let e0 = l.entry(Index(0)).unwrap();
+        let mut e1 = l.entry(Index(1)).unwrap();
         assert!(matches!(
             f.append_follower(&e1),
             Err(LogError::NotNext { .. })
         ));
         f.append_follower(&e0).unwrap();
-        e1.pos += 1;
+        e1.pos = e1.pos.plus(1);
         assert!(matches!(
             f.append_follower(&e1),
             Err(LogError::PosMismatch { .. })
@@ -219,17 +221,26 @@ mod tests {
     fn power_loss_keeps_flushed_prefix_plus_some_tail() {
         let mut l = MemLog::new();
         for t in 0..5 {
-            l.append_leader(1, Bytes::from(vec![t; 4])).unwrap();
+            l.append_leader(Term(1), Bytes::from(vec![t; 4])).unwrap();
         }
-        l.flush_to(1);
-        assert_eq!(l.after_power_loss(0).end_index(), 1);
-        assert_eq!(l.after_power_loss(2).end_index(), 3);
-        assert_eq!(l.after_power_loss(99).end_index(), 4);
-        l.truncate_after(0).unwrap();
-        assert_eq!(l.flushed_index(), 0);
-        assert_eq!(l.entries(0, 10, 0).unwrap().len(), 1);
-        l.delete_before(1);
-        assert_eq!((l.begin_index(), l.end_index()), (1, 0));
-        assert_eq!(l.append_leader(2, Bytes::new()).unwrap(), (1, 52));
+        l.flush_to(Some(Index(1)));
+        assert_eq!(l.after_power_loss(0).end_index(), Some(Index(1)));
+        assert_eq!(l.after_power_loss(2).end_index(), Some(Index(3)));
+        assert_eq!(l.after_power_loss(99).end_index(), Some(Index(4)));
+        l.truncate_after(Some(Index(0))).unwrap();
+        assert_eq!(l.flushed_index(), Some(Index(0)));
+        assert_eq!(l.entries(Index(0), 10, 0).unwrap().len(), 1);
+        l.delete_before(Index(1));
+        assert_eq!((l.begin_index(), l.end_index()), (Index(1), Some(Index(0))));
+        assert_eq!(
+            l.append_leader(Term(2), Bytes::new()).unwrap(),
+            (Index(1), Pos(52))
+        );
+        // Emptied by retention: the end stays the entry before begin; truncating below that
+        // is refused.
+        l.delete_before(Index(2));
+        assert_eq!((l.begin_index(), l.end_index()), (Index(2), Some(Index(1))));
+        assert!(l.truncate_after(Some(Index(0))).is_err());
+        assert!(l.truncate_after(Some(Index(1))).is_ok());
     }
 }

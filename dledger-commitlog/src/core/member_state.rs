@@ -6,6 +6,9 @@
 //! anything in the new term leaves this member.
 
 use super::log::Term;
+/// What must survive a crash: the `currterm` file (`currTerm`, `voteLeader`), in the layout
+/// the store persists.
+pub use crate::format::member_state::HardState;
 
 /// DLedger member roles (a member starts as CANDIDATE).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -26,13 +29,6 @@ impl Role {
     }
 }
 
-/// What must survive a crash: the `currterm` file (`currTerm`, `voteLeader`).
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct HardState {
-    pub term: Term,
-    pub voted_for: Option<String>,
-}
-
 /// Volatile and persisted member state together.
 #[derive(Clone, Debug)]
 pub struct MemberState {
@@ -50,7 +46,7 @@ impl MemberState {
     pub fn restore(hard: &HardState, now_ms: u64) -> Self {
         MemberState {
             role: Role::Candidate,
-            term: hard.term.max(0),
+            term: hard.term,
             voted_for: hard.voted_for.clone(),
             leader: None,
             last_leader_contact_ms: now_ms,
@@ -90,23 +86,23 @@ mod tests {
     fn raising_the_term_clears_vote_and_leader() {
         let mut m = MemberState::restore(
             &HardState {
-                term: 3,
+                term: Term(3),
                 voted_for: Some("n1".into()),
             },
             7,
         );
         assert_eq!(
             (m.role, m.term, m.last_leader_contact_ms),
-            (Role::Candidate, 3, 7)
+            (Role::Candidate, Term(3), 7)
         );
         m.leader = Some(1);
-        assert!(!m.raise_term(3));
+        assert!(!m.raise_term(Term(3)));
         assert_eq!(m.voted_for.as_deref(), Some("n1"));
-        assert!(m.raise_term(5));
+        assert!(m.raise_term(Term(5)));
         assert_eq!(
             m.hard_state(),
             HardState {
-                term: 5,
+                term: Term(5),
                 voted_for: None
             }
         );

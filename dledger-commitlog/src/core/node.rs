@@ -23,7 +23,9 @@ use super::entry_handler::FollowerBuffer;
 use super::log::{Index, Pos, RaftLog, Term};
 use super::member_state::{HardState, MemberState, Role};
 use super::quorum_ack::{PendingProposals, ProposalId};
-use crate::wire::messages::{Common, DLedgerCode, LeadershipTransferRequest, Request, Response};
+use crate::wire::messages::{
+    Common, DLedgerCode, LeadershipTransferRequest, Request, Response, VoteResponse, VoteResult,
+};
 
 /// Shell-chosen id of an inbound request, echoed in [`Action::Respond`].
 pub type RequestId = u64;
@@ -53,8 +55,9 @@ pub enum Input {
     Propose { id: ProposalId, body: Bytes },
     /// Local admin request: hand leadership to `to`.
     TransferLeadership { to: String },
-    /// The log is durable up to `index` (after `Action::FlushLog` or a periodic flush).
-    LogFlushed { index: Index },
+    /// The log is durable up to `index` (after `Action::FlushLog` or a periodic flush; none:
+    /// nothing is durable yet).
+    LogFlushed { index: Option<Index> },
 }
 
 /// Where a proposal landed.
@@ -139,8 +142,9 @@ pub enum Action {
     Respond { id: RequestId, resp: Response },
     /// Make the log durable up to `up_to` and report `Input::LogFlushed` (sync_flush only).
     FlushLog { up_to: Index },
-    /// The committed index advanced; `pos` is committedPos (end of the committed entry).
-    CommitAdvanced { index: Index, pos: Pos },
+    /// The committed index advanced; `pos` is committedPos (end of the committed entry, if
+    /// the log holds it).
+    CommitAdvanced { index: Index, pos: Option<Pos> },
     /// A proposal finished.
     ProposeDone {
         id: ProposalId,
@@ -233,9 +237,9 @@ pub struct Node<L: RaftLog> {
     pub(crate) me: usize,
     pub(crate) now_ms: u64,
     pub(crate) ms: MemberState,
-    pub(crate) committed: Index,
-    pub(crate) flushed: Index,
-    pub(crate) flush_requested: Index,
+    pub(crate) committed: Option<Index>,
+    pub(crate) flushed: Option<Index>,
+    pub(crate) flush_requested: Option<Index>,
     pub(crate) actions: VecDeque<Action>,
     pub(crate) next_call: CallId,
     pub(crate) calls: BTreeMap<CallId, Outstanding>,
@@ -257,7 +261,7 @@ impl<L: RaftLog> Node<L> {
         cfg: CoreConfig,
         hard: HardState,
         log: L,
-        committed_hint: Index,
+        committed_hint: Option<Index>,
         now_ms: u64,
     ) -> Result<Self, String> {
         cfg.validate()?;
@@ -266,11 +270,10 @@ impl<L: RaftLog> Node<L> {
             .iter()
             .position(|p| *p == cfg.self_id)
             .ok_or_else(|| format!("selfId {} not in peers", cfg.self_id))?;
-        tracing::info!(self_id = %cfg.self_id, seed = cfg.seed, term = hard.term, "dledger core starting");
+        tracing::info!(self_id = %cfg.self_id, seed = cfg.seed, term = %hard.term, "dledger core starting");
         let committed = committed_hint
             .min(log.end_index())
-            .max(log.begin_index() - 1)
-            .max(-1);
+            .max(log.begin_index().prev());
         let flushed = log.end_index();
         let mut node = Node {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
@@ -310,8 +313,8 @@ impl<L: RaftLog> Node<L> {
     pub fn leader_id(&self) -> Option<&str> {
         self.ms.leader.map(|i| self.cfg.peers[i].as_str())
     }
-    /// Committed index (-1 if none).
-    pub fn committed_index(&self) -> Index {
+    /// Committed index (none if nothing is committed).
+    pub fn committed_index(&self) -> Option<Index> {
         self.committed
     }
     /// The persisted part of the member state.
@@ -338,16 +341,16 @@ impl<L: RaftLog> Node<L> {
     pub fn pending_proposals(&self) -> usize {
         self.leader.as_ref().map_or(0, |l| l.pending.len())
     }
-    /// Replication water mark of `peer` as known by this leader.
+    /// Replication water mark of `peer` as known by this leader: `None` when this member
+    /// does not lead, `peer` is unknown, or nothing is known replicated on it.
     pub fn match_index(&self, peer: &str) -> Option<Index> {
         let i = self.peer_index(peer)?;
-        self.leader.as_ref().map(|l| {
-            if i == self.me {
-                self.self_mark()
-            } else {
-                l.peers[i].match_index
-            }
-        })
+        let l = self.leader.as_ref()?;
+        if i == self.me {
+            self.self_mark()
+        } else {
+            l.peers[i].match_index
+        }
     }
 
     /// Whether this leader found that `peer` needs entries it has deleted (see
@@ -448,21 +451,25 @@ impl<L: RaftLog> Node<L> {
             self.advance_commit();
             self.pump_all();
         }
-        if self.cfg.sync_flush && self.log.end_index() > self.flush_requested {
-            self.flush_requested = self.log.end_index();
-            self.actions.push_back(Action::FlushLog {
-                up_to: self.flush_requested,
-            });
+        if self.cfg.sync_flush {
+            if let Some(end) = self
+                .log
+                .end_index()
+                .filter(|e| Some(*e) > self.flush_requested)
+            {
+                self.flush_requested = Some(end);
+                self.actions.push_back(Action::FlushLog { up_to: end });
+            }
         }
     }
 
-    fn on_flushed(&mut self, index: Index) {
+    fn on_flushed(&mut self, index: Option<Index>) {
         self.flushed = self.flushed.max(index.min(self.log.end_index()));
         self.release_deferred();
     }
 
     /// The leader's own water mark: its end, or in sync-flush mode its flushed end.
-    pub(crate) fn self_mark(&self) -> Index {
+    pub(crate) fn self_mark(&self) -> Option<Index> {
         if self.cfg.sync_flush {
             self.flushed.min(self.log.end_index())
         } else {
@@ -529,7 +536,7 @@ impl<L: RaftLog> Node<L> {
     }
 
     pub(crate) fn common_to(&self, peer: usize) -> Common {
-        Common::request(
+        Common::request_in(
             &self.cfg.group,
             &self.cfg.self_id,
             &self.cfg.peers[peer],
@@ -540,7 +547,7 @@ impl<L: RaftLog> Node<L> {
 
     fn announce_role(&mut self) {
         let leader = self.ms.leader.map(|i| self.cfg.peers[i].clone());
-        tracing::debug!(me = %self.cfg.self_id, role = self.ms.role.as_str(), term = self.ms.term, ?leader, "role changed");
+        tracing::debug!(me = %self.cfg.self_id, role = self.ms.role.as_str(), term = %self.ms.term, ?leader, "role changed");
         self.actions.push_back(Action::RoleChanged {
             role: self.ms.role,
             term: self.ms.term,
@@ -560,7 +567,7 @@ impl<L: RaftLog> Node<L> {
 
     fn on_term_changed(&mut self) {
         self.clear_buffer();
-        self.buffer.verified_end = -1;
+        self.buffer.verified_end = None;
         self.drop_deferred();
     }
 
@@ -709,29 +716,32 @@ impl<L: RaftLog> Node<L> {
         let leader = self.leader_id().map(str::to_owned);
         let term = self.ms.term;
         match req {
-            Request::Vote(r) => Response::Vote(crate::wire::messages::VoteResponse {
+            Request::Vote(r) => Response::Vote(VoteResponse::answer(
+                r,
                 code,
-                group: r.group.clone(),
-                leader_id: leader,
-                local_id: r.local_id.clone(),
-                remote_id: r.remote_id.clone(),
+                leader,
                 term,
-                vote_result: crate::wire::messages::VoteResult::UNKNOWN,
-            }),
-            Request::HeartBeat(r) => Response::HeartBeat(Common {
-                code,
-                leader_id: leader,
-                term,
-                ..r.clone()
-            }),
-            Request::LeadershipTransfer(r) => Response::LeadershipTransfer(Common {
-                code,
-                group: r.group.clone(),
-                leader_id: leader,
-                local_id: r.local_id.clone(),
-                remote_id: r.remote_id.clone(),
-                term,
-            }),
+                VoteResult::UNKNOWN,
+            )),
+            Request::HeartBeat(r) => Response::HeartBeat(
+                Common {
+                    code,
+                    leader_id: leader,
+                    ..r.clone()
+                }
+                .with_term(term),
+            ),
+            Request::LeadershipTransfer(r) => Response::LeadershipTransfer(
+                Common {
+                    code,
+                    group: r.group.clone(),
+                    leader_id: leader,
+                    local_id: r.local_id.clone(),
+                    remote_id: r.remote_id.clone(),
+                    ..Common::default()
+                }
+                .with_term(term),
+            ),
             Request::Push(r) => Response::Push(self.push_response(r, code)),
         }
     }
@@ -767,16 +777,12 @@ impl<L: RaftLog> Node<L> {
 
     /// Build the leader -> transferee request.
     pub(crate) fn transfer_request(&self, peer: usize) -> LeadershipTransferRequest {
-        LeadershipTransferRequest {
-            code: DLedgerCode::SUCCESS,
-            group: Some(self.cfg.group.clone()),
-            leader_id: Some(self.cfg.self_id.clone()),
-            local_id: Some(self.cfg.self_id.clone()),
-            remote_id: Some(self.cfg.peers[peer].clone()),
-            take_leadership_ledger_index: self.log.end_index(),
-            term: self.ms.term,
-            transfer_id: Some(self.cfg.self_id.clone()),
-            transferee_id: Some(self.cfg.peers[peer].clone()),
-        }
+        LeadershipTransferRequest::new(
+            &self.cfg.group,
+            &self.cfg.self_id,
+            &self.cfg.peers[peer],
+            self.ms.term,
+            self.log.end_index(),
+        )
     }
 }

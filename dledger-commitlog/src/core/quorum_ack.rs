@@ -15,10 +15,10 @@ use super::member_state::Role;
 use super::node::{Action, Appended, Node, ProposeError};
 
 /// The highest index stored on a majority: water marks sorted descending, element at
-/// `n / 2` (spec §9.2). `marks` includes the leader's own.
-pub fn quorum_index(marks: &[Index]) -> Index {
+/// `n / 2` (spec §9.2). `marks` includes the leader's own; none where nothing is stored.
+pub fn quorum_index(marks: &[Option<Index>]) -> Option<Index> {
     if marks.is_empty() {
-        return -1;
+        return None;
     }
     let mut v = marks.to_vec();
     v.sort_unstable_by(|a, b| b.cmp(a));
@@ -28,15 +28,13 @@ pub fn quorum_index(marks: &[Index]) -> Index {
 /// The new committed index, if `quorum` may be committed now: it must be above `committed`
 /// and (unless the Figure-8 rule is switched off) hold an entry of `current_term`.
 pub fn next_commit(
-    committed: Index,
-    quorum: Index,
+    committed: Option<Index>,
+    quorum: Option<Index>,
     current_term: Term,
     term_of_quorum_entry: Option<Term>,
     figure8_rule_off: bool,
 ) -> Option<Index> {
-    if quorum <= committed {
-        return None;
-    }
+    let quorum = quorum.filter(|q| Some(*q) > committed)?;
     if !figure8_rule_off && term_of_quorum_entry != Some(current_term) {
         return None;
     }
@@ -158,20 +156,20 @@ impl<L: RaftLog> Node<L> {
         };
         let me = self.me;
         let own = self.self_mark();
-        let marks: Vec<Index> = l
+        let marks: Vec<Option<Index>> = l
             .peers
             .iter()
             .enumerate()
             .map(|(i, p)| if i == me { own } else { p.match_index })
             .collect();
         let quorum = quorum_index(&marks).min(self.log.end_index());
-        let term_there = self.log.term_at(quorum);
+        let term_there = quorum.and_then(|q| self.log.term_at(q));
         let off = bug!(self.cfg, figure8_rule_off);
         let Some(c) = next_commit(self.committed, quorum, self.ms.term, term_there, off) else {
             return;
         };
-        self.committed = c;
-        let pos = self.log.end_pos_of(c).unwrap_or(-1);
+        self.committed = Some(c);
+        let pos = self.log.end_pos_of(c);
         self.actions
             .push_back(Action::CommitAdvanced { index: c, pos });
         let done = self
@@ -196,35 +194,53 @@ mod tests {
 
     #[test]
     fn quorum_index_is_the_majority_water_mark() {
-        assert_eq!(quorum_index(&[5, -1, 3]), 3);
-        assert_eq!(quorum_index(&[5, 9, 3, 1, 7]), 5);
-        assert_eq!(quorum_index(&[2]), 2);
-        assert_eq!(quorum_index(&[4, 4, -1, -1]), -1);
-        assert_eq!(quorum_index(&[]), -1);
+        let i = |v: u64| Some(Index(v));
+        assert_eq!(quorum_index(&[i(5), None, i(3)]), i(3));
+        assert_eq!(quorum_index(&[i(5), i(9), i(3), i(1), i(7)]), i(5));
+        assert_eq!(quorum_index(&[i(2)]), i(2));
+        assert_eq!(quorum_index(&[i(4), i(4), None, None]), None);
+        assert_eq!(quorum_index(&[]), None);
     }
 
     #[test]
     fn figure8_rule_commits_only_through_current_term_entries() {
-        assert_eq!(next_commit(1, 3, 5, Some(4), false), None);
-        assert_eq!(next_commit(1, 3, 5, Some(4), true), Some(3));
-        assert_eq!(next_commit(1, 3, 5, Some(5), false), Some(3));
-        assert_eq!(next_commit(3, 3, 5, Some(5), false), None);
-        assert_eq!(next_commit(3, 2, 5, Some(5), true), None);
+        let next = |committed: u64, quorum: u64, term_there: u64, off: bool| {
+            next_commit(
+                Some(Index(committed)),
+                Some(Index(quorum)),
+                Term(5),
+                Some(Term(term_there)),
+                off,
+            )
+        };
+        assert_eq!(next(1, 3, 4, false), None);
+        assert_eq!(next(1, 3, 4, true), Some(Index(3)));
+        assert_eq!(next(1, 3, 5, false), Some(Index(3)));
+        assert_eq!(next(3, 3, 5, false), None);
+        assert_eq!(next(3, 2, 5, true), None);
+        assert_eq!(next_commit(None, None, Term(5), None, true), None);
+        assert_eq!(
+            next_commit(None, Some(Index(0)), Term(5), Some(Term(5)), false),
+            Some(Index(0))
+        );
     }
 
     #[test]
     fn pending_proposals_complete_in_order_and_expire() {
         let mut p = PendingProposals::default();
-        for i in 0..4 {
+        for i in 0..4u64 {
             p.push(Pending {
-                id: i as u64,
-                index: i,
-                pos: i * 10,
-                deadline_ms: 100 + i as u64,
+                id: i,
+                index: Index(i),
+                pos: Pos(i * 10),
+                deadline_ms: 100 + i,
             });
         }
         assert_eq!(
-            p.take_committed(1).iter().map(|x| x.id).collect::<Vec<_>>(),
+            p.take_committed(Index(1))
+                .iter()
+                .map(|x| x.id)
+                .collect::<Vec<_>>(),
             vec![0, 1]
         );
         assert_eq!(

@@ -12,7 +12,31 @@ fn cfg(me: &str, n: usize) -> CoreConfig {
 }
 
 fn node(me: &str, n: usize) -> Node<MemLog> {
-    Node::new(cfg(me, n), HardState::default(), MemLog::new(), -1, 0).unwrap()
+    Node::new(cfg(me, n), HardState::default(), MemLog::new(), None, 0).unwrap()
+}
+
+/// Term `v` (the tests write terms as DLedger's longs).
+fn t(v: i64) -> Term {
+    Term(u64::try_from(v).unwrap())
+}
+
+/// Index `v` of an entry that exists.
+fn ix(v: u64) -> Option<Index> {
+    Some(Index(v))
+}
+
+fn commit(index: u64, pos: u64) -> Action {
+    Action::CommitAdvanced {
+        index: Index(index),
+        pos: Some(Pos(pos)),
+    }
+}
+
+fn appended(index: u64, pos: u64) -> Appended {
+    Appended {
+        index: Index(index),
+        pos: Pos(pos),
+    }
 }
 
 fn drain(n: &mut Node<MemLog>) -> Vec<Action> {
@@ -21,7 +45,7 @@ fn drain(n: &mut Node<MemLog>) -> Vec<Action> {
 
 fn hs(term: i64, voted: Option<&str>) -> Action {
     Action::PersistHardState(HardState {
-        term,
+        term: t(term),
         voted_for: voted.map(str::to_owned),
     })
 }
@@ -99,20 +123,20 @@ fn single_member_elects_itself_commits_the_noop_and_then_proposals() {
             hs(1, Some("n0")),
             Action::RoleChanged {
                 role: Role::Leader,
-                term: 1,
+                term: t(1),
                 leader: Some("n0".into())
             },
-            Action::CommitAdvanced { index: 0, pos: 48 },
+            commit(0, 48),
         ]
     );
     propose(&mut n, 1_001, 9, b"hello");
     assert_eq!(
         drain(&mut n),
         vec![
-            Action::CommitAdvanced { index: 1, pos: 101 },
+            commit(1, 101),
             Action::ProposeDone {
                 id: 9,
-                result: Ok(Appended { index: 1, pos: 48 })
+                result: Ok(appended(1, 48))
             },
         ]
     );
@@ -143,7 +167,7 @@ fn candidate_pre_votes_without_persisting_then_votes_after_persisting() {
         assert_eq!(to, &format!("n{}", i + 1));
         assert_eq!(req, &vote_req("n0", to, 1, -1, -1, true));
     }
-    assert_eq!(n.term(), 0, "a pre-vote does not change the term");
+    assert_eq!(n.term(), t(0), "a pre-vote does not change the term");
     reply_ok(&mut n, 1_001, c[0].1, accept("n1", 0));
     let a = drain(&mut n);
     assert_eq!(
@@ -160,7 +184,7 @@ fn candidate_pre_votes_without_persisting_then_votes_after_persisting() {
         a[0],
         Action::RoleChanged {
             role: Role::Leader,
-            term: 1,
+            term: t(1),
             leader: Some("n0".into())
         }
     );
@@ -178,7 +202,11 @@ fn candidate_pre_votes_without_persisting_then_votes_after_persisting() {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(n.log().end_index(), 0, "no-op appended on election (R1)");
+    assert_eq!(
+        n.log().end_index(),
+        ix(0),
+        "no-op appended on election (R1)"
+    );
 }
 
 #[test]
@@ -200,15 +228,15 @@ fn vote_grant_is_persisted_before_the_response() {
 #[test]
 fn vote_compares_last_entry_term_not_current_term() {
     let mut log = MemLog::new();
-    log.append_leader(2, Bytes::from_static(b"x")).unwrap();
+    log.append_leader(t(2), Bytes::from_static(b"x")).unwrap();
     let mut n = Node::new(
         cfg("n1", 3),
         HardState {
-            term: 4,
+            term: t(4),
             voted_for: None,
         },
         log,
-        -1,
+        None,
         0,
     )
     .unwrap();
@@ -222,7 +250,7 @@ fn vote_compares_last_entry_term_not_current_term() {
     assert_eq!(
         n.hard_state(),
         HardState {
-            term: 9,
+            term: t(9),
             voted_for: None
         }
     );
@@ -257,7 +285,7 @@ fn pre_vote_is_refused_while_the_leader_lease_holds_and_changes_nothing() {
         a[1],
         Action::RoleChanged {
             role: Role::Follower,
-            term: 2,
+            term: t(2),
             leader: Some("n0".into())
         }
     );
@@ -284,7 +312,7 @@ fn pre_vote_is_refused_while_the_leader_lease_holds_and_changes_nothing() {
     assert_eq!(
         n.hard_state(),
         HardState {
-            term: 2,
+            term: t(2),
             voted_for: None
         }
     );
@@ -333,9 +361,9 @@ fn heartbeat_checks_follow_the_spec_order() {
 
 fn entry(index: i64, term: i64, pos: i64, body: &'static [u8]) -> DLedgerEntry {
     DLedgerEntry::from(&LogEntry {
-        index,
-        term,
-        pos,
+        index: Index(u64::try_from(index).unwrap()),
+        term: t(term),
+        pos: Pos(u64::try_from(pos).unwrap()),
         body: Bytes::from_static(body),
     })
 }
@@ -399,7 +427,7 @@ fn follower_applies_in_order_buffers_gaps_and_clamps_commit() {
     );
     request(&mut n, 2, 2, push(PushType::TRUNCATE, 1, 0, vec![e0]));
     let a = drain(&mut n);
-    assert_eq!(a[0], Action::CommitAdvanced { index: 0, pos: 48 });
+    assert_eq!(a[0], commit(0, 48));
     assert_eq!(push_code(&a[1]), (2, DLedgerCode::SUCCESS, 0));
     // Index 2 arrives before 1: buffered, a duplicate is REPEATED_PUSH.
     let e1 = entry(1, 1, 48, b"a");
@@ -414,14 +442,14 @@ fn follower_applies_in_order_buffers_gaps_and_clamps_commit() {
     request(&mut n, 5, 5, push(PushType::APPEND, 1, 5, vec![e1.clone()]));
     let a = drain(&mut n);
     // Commit 5 from the leader is clamped to the verified end (R7).
-    assert_eq!(a[0], Action::CommitAdvanced { index: 1, pos: 97 });
+    assert_eq!(a[0], commit(1, 97));
     assert_eq!(push_code(&a[1]), (5, DLedgerCode::SUCCESS, 1));
-    assert_eq!(a[2], Action::CommitAdvanced { index: 2, pos: 146 });
+    assert_eq!(a[2], commit(2, 146));
     assert_eq!(push_code(&a[3]), (3, DLedgerCode::SUCCESS, 2));
     // A lost ack: the same entry again is SUCCESS without change.
     request(&mut n, 6, 6, push(PushType::APPEND, 1, 2, vec![e1]));
     assert_eq!(push_code(&drain(&mut n)[0]), (6, DLedgerCode::SUCCESS, 2));
-    assert_eq!(n.committed_index(), 2);
+    assert_eq!(n.committed_index(), ix(2));
 }
 
 /// Follower n1 that took n0's term-1 log: an empty entry 0 by TRUNCATE (at 1 ms), then
@@ -448,7 +476,7 @@ fn follower_with_term1_entries(bodies: &[&'static [u8]], commit: i64) -> Node<Me
 #[test]
 fn follower_refuses_to_truncate_committed_entries_and_stale_leaders() {
     let mut n = follower_with_term1_entries(&[b"a"], 1);
-    assert_eq!(n.committed_index(), 1);
+    assert_eq!(n.committed_index(), ix(1));
     // A term-2 leader claims a different entry 1: refused, committed entries stay.
     request(
         &mut n,
@@ -483,7 +511,7 @@ fn follower_refuses_to_truncate_committed_entries_and_stale_leaders() {
 fn follower_refuses_a_blind_truncate_over_entries_it_has_not_seen_committed() {
     // Term 1: entries 0..=2 from n0, only 0 known committed.
     let mut n = follower_with_term1_entries(&[b"a", b"b"], 0);
-    assert_eq!((n.committed_index(), n.log().end_index()), (0, 2));
+    assert_eq!((n.committed_index(), n.log().end_index()), (ix(0), ix(2)));
     // A term-2 leader whose log begins at 2 (it deleted 0..=1) sends its entry 2: our 1 would
     // stay under it unverified. Refused, nothing changes.
     let blind = push(PushType::TRUNCATE, 2, 5, vec![entry(2, 2, 97, b"x")]);
@@ -493,15 +521,18 @@ fn follower_refuses_a_blind_truncate_over_entries_it_has_not_seen_committed() {
         push_code(a.last().unwrap()),
         (3, DLedgerCode::INCONSISTENT_STATE, 2)
     );
-    assert_eq!(n.log().entry(1).unwrap().body, Bytes::from_static(b"a"));
+    assert_eq!(
+        n.log().entry(Index(1)).unwrap().body,
+        Bytes::from_static(b"a")
+    );
     // Once 1 is known committed (a COMMIT of the old term cannot come any more, but a restart
     // from a checkpoint can give it), the same TRUNCATE is safe and applied.
     let mut m = follower_with_term1_entries(&[b"a", b"b"], 1);
-    assert_eq!(m.committed_index(), 1);
+    assert_eq!(m.committed_index(), ix(1));
     m.handle(3, Input::Request { id: 3, req: blind });
     let a = drain(&mut m);
     assert_eq!(push_code(a.last().unwrap()), (3, DLedgerCode::SUCCESS, 2));
-    assert_eq!(m.log().entry(2).unwrap().term, 2);
+    assert_eq!(m.log().entry(Index(2)).unwrap().term, t(2));
 }
 
 /// SIM-09 liveness (SIM_SEED=13): the refusal above marks the follower needs-reinstall
@@ -514,7 +545,7 @@ fn a_refused_truncate_at_the_leaders_begin_marks_the_follower_needs_reinstall() 
     reply_ok(&mut n, 1_010, compare_n1, diverged.clone());
     let c = calls(&drain(&mut n));
     let (call, p) = push_call_to(&c, "n1");
-    assert_eq!((p.push_type, p.first_index()), (PushType::TRUNCATE, 2));
+    assert_eq!((p.push_type, p.first_index()), (PushType::TRUNCATE, ix(2)));
     assert!(!n.needs_reinstall("n1"));
     reply_ok(&mut n, 1_011, call, diverged);
     assert!(n.needs_reinstall("n1"));
@@ -612,7 +643,7 @@ fn leader3_holding_only_index_2() -> (Node<MemLog>, CallId) {
     propose(&mut n, 1_003, 0, b"a");
     propose(&mut n, 1_004, 1, b"b");
     let _ = drain(&mut n);
-    n.log_mut().delete_before(2);
+    n.log_mut().delete_before(Index(2));
     (n, compare_n1)
 }
 
@@ -634,16 +665,16 @@ fn leader_commits_on_quorum_ack_and_answers_the_proposal() {
     let Request::Push(p) = &c[0].2 else { panic!() };
     assert_eq!(
         (p.push_type, p.first_index(), p.count()),
-        (PushType::APPEND, 1, 1)
+        (PushType::APPEND, ix(1), 1)
     );
     reply_ok(&mut n, 1_012, c[0].1, push_ok(1, 1, 1, 1));
     let a = drain(&mut n);
-    assert_eq!(a[0], Action::CommitAdvanced { index: 1, pos: 97 });
+    assert_eq!(a[0], commit(1, 97));
     assert_eq!(
         a[1],
         Action::ProposeDone {
             id: 1,
-            result: Ok(Appended { index: 1, pos: 48 })
+            result: Ok(appended(1, 48))
         }
     );
     let c = calls(&a);
@@ -666,7 +697,7 @@ fn inconsistent_state_sends_the_dispatcher_back_to_compare() {
     reply_ok(&mut n, 1_012, c[0].1, bad);
     let c = calls(&drain(&mut n));
     let Request::Push(p) = &c[0].2 else { panic!() };
-    assert_eq!((p.push_type, p.first_index()), (PushType::COMPARE, 1));
+    assert_eq!((p.push_type, p.first_index()), (PushType::COMPARE, ix(1)));
 }
 
 /// SIM-09 / R11: a follower whose next entry this leader has deleted cannot be repaired by
@@ -715,7 +746,7 @@ fn a_follower_behind_the_leaders_begin_needs_a_reinstall_and_is_not_looped_on() 
     let (call, p) = &pushes[0];
     assert_eq!(p.push_type, PushType::COMPARE);
     assert!(n.needs_reinstall("n1"));
-    let at = p.first_index();
+    let at = p.entries()[0].index;
     // Reinstalled meanwhile: it holds the same entry now, so appends resume.
     n.handle(
         now + 1,
@@ -763,7 +794,7 @@ fn proposals_beyond_the_pending_window_are_busy_and_step_down_fails_the_rest() {
     );
     assert!(a.contains(&Action::RoleChanged {
         role: Role::Candidate,
-        term: 1,
+        term: t(1),
         leader: None
     }));
     assert!(!ProposeError::TermChanged.is_definite());
@@ -837,12 +868,12 @@ fn duplicated_truncate_does_not_undo_acknowledged_appends() {
         push(PushType::APPEND, 1, -1, vec![entry(1, 1, 48, b"a")]),
     );
     let _ = drain(&mut n);
-    assert_eq!(n.log().end_index(), 1);
+    assert_eq!(n.log().end_index(), ix(1));
     request(&mut n, 3, 3, truncate);
     assert_eq!(push_code(&drain(&mut n)[0]), (3, DLedgerCode::SUCCESS, 1));
     assert_eq!(
         n.log().end_index(),
-        1,
+        ix(1),
         "entry 1 was acknowledged to this leader and stays"
     );
 }
@@ -855,16 +886,16 @@ fn sync_flush_truncate_rewrite_waits_for_the_flush() {
     let mut c = cfg("n1", 3);
     c.sync_flush = true;
     let mut log = MemLog::new();
-    log.append_leader(1, Bytes::from_static(b"old")).unwrap();
-    log.flush_to(0);
+    log.append_leader(t(1), Bytes::from_static(b"old")).unwrap();
+    log.flush_to(ix(0));
     let mut n = Node::new(
         c,
         HardState {
-            term: 1,
+            term: t(1),
             voted_for: None,
         },
         log,
-        -1,
+        None,
         0,
     )
     .unwrap();
@@ -879,8 +910,8 @@ fn sync_flush_truncate_rewrite_waits_for_the_flush() {
         !a.iter().any(|x| matches!(x, Action::Respond { .. })),
         "no ack before the flush: {a:?}"
     );
-    assert!(a.contains(&Action::FlushLog { up_to: 0 }));
-    n.handle(2, Input::LogFlushed { index: 0 });
+    assert!(a.contains(&Action::FlushLog { up_to: Index(0) }));
+    n.handle(2, Input::LogFlushed { index: ix(0) });
     assert_eq!(push_code(&drain(&mut n)[0]), (1, DLedgerCode::SUCCESS, 0));
 }
 
@@ -897,7 +928,7 @@ fn proposals_of_one_batch_share_a_push_and_partial_batches_wait_for_a_response()
         id,
         body: Bytes::from_static(b"m"),
     };
-    let appends = |a: &[Action]| -> Vec<(String, CallId, i64, usize)> {
+    let appends = |a: &[Action]| -> Vec<(String, CallId, Option<Index>, usize)> {
         calls(a)
             .into_iter()
             .filter_map(|(to, call, r)| match r {
@@ -916,7 +947,7 @@ fn proposals_of_one_batch_share_a_push_and_partial_batches_wait_for_a_response()
             .iter()
             .map(|(to, _, f, k)| (to.as_str(), *f, *k))
             .collect::<Vec<_>>(),
-        vec![("n1", 1, 3), ("n2", 1, 3)]
+        vec![("n1", ix(1), 3), ("n2", ix(1), 3)]
     );
     // A second push goes out at once (below `partial_push_inflight_max`)...
     n.handle(1_011, propose(4));
@@ -930,8 +961,8 @@ fn proposals_of_one_batch_share_a_push_and_partial_batches_wait_for_a_response()
     reply_ok(&mut n, 1_014, call_n1, push_ok(1, 3, 3, 1));
     let a = drain(&mut n);
     assert!(a.contains(&Action::CommitAdvanced {
-        index: 3,
-        pos: 3 * 49 + 48
+        index: Index(3),
+        pos: Some(Pos(3 * 49 + 48))
     }));
     let third = appends(&a);
     assert_eq!(
@@ -939,7 +970,7 @@ fn proposals_of_one_batch_share_a_push_and_partial_batches_wait_for_a_response()
             .iter()
             .map(|(to, _, f, k)| (to.as_str(), *f, *k))
             .collect::<Vec<_>>(),
-        vec![("n1", 5, 2)]
+        vec![("n1", ix(5), 2)]
     );
 }
 
@@ -950,7 +981,7 @@ fn real_vote_candidate(me: &str) -> Node<MemLog> {
     let c = calls(&drain(&mut n));
     reply_ok(&mut n, 1_001, c[0].1, accept(&c[0].0, 0));
     drain(&mut n);
-    assert_eq!((n.role(), n.term()), (Role::Candidate, 1));
+    assert_eq!((n.role(), n.term()), (Role::Candidate, t(1)));
     n
 }
 
@@ -988,7 +1019,7 @@ fn a_pre_vote_granted_after_we_voted_for_someone_else_starts_no_vote() {
     // The stale pre-vote grant arrives: starting a term-2 vote would depose n1.
     reply_ok(&mut n, 1_002, c[0].1, accept("n1", 0));
     assert_eq!(drain(&mut n), vec![]);
-    assert_eq!(n.term(), 1);
+    assert_eq!(n.term(), t(1));
 }
 
 // ----- leadership transfer outcomes (issue 4) ----------------------------------------------
@@ -1238,7 +1269,7 @@ fn transfer_succeeds_once_the_transferee_leads_and_fails_if_another_member_does(
             [
                 Action::RoleChanged {
                     role: Role::Follower,
-                    term: 2,
+                    term: t(2),
                     leader: Some(leader.into())
                 },
                 transfer_done("n2", expected),
@@ -1380,7 +1411,7 @@ fn an_adopted_maximal_term_is_stood_in_instead_of_overflowing() {
     let hb = Request::HeartBeat(Common::request("g", "n0", "n1", Some("n0"), i64::MAX));
     request(&mut n, 10, 1, hb);
     drain(&mut n);
-    assert_eq!((n.role(), n.term()), (Role::Follower, i64::MAX));
+    assert_eq!((n.role(), n.term()), (Role::Follower, t(i64::MAX)));
     // ...n0 never leads that term: once the lease is over, n1 campaigns in it (it voted for
     // nobody there) instead of computing a successor term.
     n.tick(100_000);
@@ -1400,7 +1431,7 @@ fn an_adopted_maximal_term_is_stood_in_instead_of_overflowing() {
     let votes = calls(&a);
     reply_ok(&mut n, 110_002, votes[0].1, accept(&votes[0].0, i64::MAX));
     drain(&mut n);
-    assert_eq!((n.role(), n.term()), (Role::Leader, i64::MAX));
+    assert_eq!((n.role(), n.term()), (Role::Leader, t(i64::MAX)));
 }
 
 #[test]
@@ -1416,7 +1447,7 @@ fn a_member_that_voted_for_another_in_the_maximal_term_waits_without_panicking()
         n.tick(now);
         assert!(calls(&drain(&mut n)).is_empty(), "campaigned at {now}");
     }
-    assert_eq!(n.term(), i64::MAX);
+    assert_eq!(n.term(), t(i64::MAX));
     // A leader of that term is still followed.
     let hb = Request::HeartBeat(Common::request("g", "n0", "n1", Some("n0"), i64::MAX));
     request(&mut n, 200_001, 2, hb);
@@ -1464,12 +1495,12 @@ fn a_late_vote_rejection_at_a_higher_term_deposes_the_leader() {
     });
     reply_ok(&mut n, 1_003, votes[1].1, late);
     let a = drain(&mut n);
-    assert_eq!((n.role(), n.term()), (Role::Follower, 5));
+    assert_eq!((n.role(), n.term()), (Role::Follower, t(5)));
     assert!(a.contains(&hs(5, None)), "{a:?}");
     assert!(
         a.contains(&Action::RoleChanged {
             role: Role::Follower,
-            term: 5,
+            term: t(5),
             leader: None
         }),
         "{a:?}"

@@ -27,7 +27,7 @@ use super::transport::{NetEvent, OutCall, PeerLiveness};
 use super::types::{Committed, CommittedMark, LedgerRole, LedgerStatus, PeerStatus, RoleState};
 use crate::core::{Action, CallFailure, Input, Node, ProposalId, RaftLog, RequestId, Role};
 use crate::store::FlushProgress;
-use crate::types;
+use crate::types::Index;
 
 /// Core tick period.
 pub(crate) const TICK_MS: u64 = 5;
@@ -95,7 +95,7 @@ pub(crate) struct Driver {
     /// The transfer the core accepted; its `TransferDone` comes later (the core runs at most
     /// one at a time and refuses others at once).
     transfer_running: Option<TransferReply>,
-    flushed_index: i64,
+    flushed_index: Option<Index>,
     next_tick_ms: u64,
     next_status_ms: u64,
     failed: Option<String>,
@@ -247,12 +247,11 @@ impl Driver {
     fn execute(&mut self, a: Action) {
         match a {
             Action::PersistHardState(hs) => {
-                let term = types::Term(u64::try_from(hs.term).unwrap_or(0));
                 let res = self
                     .node
                     .log_mut()
                     .store_mut()
-                    .save_hard_state(term, hs.voted_for.as_deref());
+                    .save_hard_state(hs.term, hs.voted_for.as_deref());
                 if let Err(e) = res {
                     self.failed = Some(format!("cannot persist term/vote: {e}"));
                 }
@@ -284,12 +283,10 @@ impl Driver {
             Action::FlushLog { .. } => {}
             Action::CommitAdvanced { index, .. } => {
                 let store = self.node.log_mut().store_mut();
-                if index >= 0 {
-                    store.advance_committed(types::Index(index as u64));
-                }
+                store.advance_committed(index);
                 let mark = CommittedMark {
-                    index: types::Index::to_wire(store.committed_index()),
-                    end_pos: store.committed_end_pos().raw(),
+                    index: store.committed_index(),
+                    end_pos: store.committed_end_pos(),
                 };
                 self.out.committed.send_replace(mark);
             }
@@ -310,7 +307,7 @@ impl Driver {
                     term,
                     leader_id: leader,
                 };
-                tracing::info!(me = %self.node.config().self_id, role = ?rs.role, term, leader = ?rs.leader_id, "ledger role changed");
+                tracing::info!(me = %self.node.config().self_id, role = ?rs.role, %term, leader = ?rs.leader_id, "ledger role changed");
                 self.out.role.send_replace(rs.clone());
                 let _ = self.out.role_events.send(rs);
                 self.next_status_ms = 0;
@@ -389,8 +386,8 @@ impl Driver {
             return;
         }
         if let Some(i) = self.node.log_mut().flushed_through(p.flushed.0) {
-            self.flushed_index = i;
-            self.handle(Input::LogFlushed { index: i });
+            self.flushed_index = Some(i);
+            self.handle(Input::LogFlushed { index: Some(i) });
         }
     }
 
@@ -407,16 +404,12 @@ impl Driver {
             .peers
             .iter()
             .map(|p| {
-                let m = if leader {
-                    n.match_index(&p.id).unwrap_or(-1)
-                } else {
-                    -1
-                };
+                let m = if leader { n.match_index(&p.id) } else { None };
                 PeerStatus {
                     id: p.id.clone(),
                     addr: p.addr,
                     match_index: m,
-                    lag: if leader { end - m } else { -1 },
+                    lag: leader.then(|| Index::distance(m, end)),
                     alive: p.id == me || p.liveness.alive_within(lease),
                     needs_reinstall: leader && n.needs_reinstall(&p.id),
                 }
@@ -427,11 +420,11 @@ impl Driver {
             role: LedgerRole::from(n.role()),
             term: n.term(),
             leader_id: n.leader_id().map(str::to_owned),
-            begin_index: log.begin_index(),
+            begin_index: Some(log.begin_index()),
             end_index: end,
             end_term: log.end_term(),
-            committed_index: types::Index::to_wire(store.committed_index()),
-            committed_end_pos: store.committed_end_pos().raw(),
+            committed_index: store.committed_index(),
+            committed_end_pos: store.committed_end_pos(),
             flushed_index: self.flushed_index,
             pending_proposals: n.pending_proposals(),
             peers,

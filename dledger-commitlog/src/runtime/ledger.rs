@@ -19,7 +19,6 @@ use super::transport::{peer_task, PeerLiveness, RpcService};
 use super::types::{Committed, CommittedMark, LedgerRole, LedgerStatus, RoleState};
 use crate::core::{HardState, Node};
 use crate::store::{Store, StoreError, StoreReader};
-use crate::types;
 
 /// Capacity of the network inbox (requests and replies from every peer).
 const NET_INBOX: usize = 4096;
@@ -86,11 +85,8 @@ impl Ledger {
         .map_err(|e| LedgerError::Config(format!("store open task failed: {e}")))??;
         let reader = store.reader();
         let flush = store.subscribe_flush();
-        let hard = HardState {
-            term: store.hard_state().term.raw(),
-            voted_for: store.hard_state().voted_for.clone(),
-        };
-        let committed_hint = types::Index::to_wire(store.committed_index());
+        let hard: HardState = store.hard_state().clone();
+        let committed_hint = store.committed_index();
         let transfer_wait = Duration::from_millis(
             cfg.leadership_transfer_wait_timeout_ms + cfg.lease_ms() + 2 * cfg.max_vote_interval_ms,
         );
@@ -116,8 +112,8 @@ impl Ledger {
         let (role_tx, role_rx) = watch::channel(initial_role);
         let (role_events, _) = broadcast::channel(ROLE_EVENTS);
         let initial_mark = CommittedMark {
-            index: types::Index::to_wire(reader.committed_index()),
-            end_pos: reader.committed_end_pos().raw(),
+            index: reader.committed_index(),
+            end_pos: reader.committed_end_pos(),
         };
         let (committed_tx, committed_rx) = watch::channel(initial_mark);
         let status = Arc::new(Mutex::new(LedgerStatus {
@@ -125,12 +121,12 @@ impl Ledger {
             role: LedgerRole::Candidate,
             term: node.term(),
             leader_id: None,
-            begin_index: -1,
-            end_index: -1,
-            end_term: -1,
+            begin_index: None,
+            end_index: None,
+            end_term: None,
             committed_index: initial_mark.index,
             committed_end_pos: initial_mark.end_pos,
-            flushed_index: -1,
+            flushed_index: None,
             pending_proposals: 0,
             peers: Vec::new(),
         }));
@@ -294,9 +290,9 @@ impl Ledger {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let r = &self.inner.reader;
-        s.committed_index = types::Index::to_wire(r.committed_index());
-        s.committed_end_pos = r.committed_end_pos().raw();
-        s.end_index = s.end_index.max(types::Index::to_wire(r.end_index()));
+        s.committed_index = r.committed_index();
+        s.committed_end_pos = r.committed_end_pos();
+        s.end_index = s.end_index.max(r.end_index());
         s
     }
 
@@ -344,7 +340,7 @@ impl Ledger {
         let best = st
             .peers
             .iter()
-            .filter(|p| p.id != st.self_id && p.alive && p.match_index >= 0)
+            .filter(|p| p.id != st.self_id && p.alive && p.match_index.is_some())
             .max_by_key(|p| p.match_index)
             .map(|p| p.id.clone());
         let Some(to) = best else { return };

@@ -1,7 +1,8 @@
 //! `StoreLog`: the core's [`RaftLog`] over the real [`Store`], plus the bookkeeping that
 //! turns the flusher's byte position into the flushed *index* the core wants.
 //!
-//! Converts DLedger's `i64` (`-1` = none) to the store's newtypes. Keeps `(index, end_pos)`
+//! The core and the store share the index/term/pos newtypes, so entries and errors pass
+//! through unchanged ([`log_entry`], [`log_err`]). Keeps `(index, end_pos)`
 //! of entries appended but not yet known durable in a ring (no allocation once it has grown),
 //! which also answers `end_pos_of` for recent entries without reading the data file.
 //!
@@ -24,7 +25,6 @@ use bytes::{Bytes, BytesMut};
 use super::options::AppendHook;
 use crate::core::{Index, LogEntry, LogError, Pos, RaftLog, Term};
 use crate::store::{FollowerEntry, Store, StoreError, StoredEntry};
-use crate::types;
 
 /// Most entries kept in the recent-entries cache.
 const RECENT_MAX_ENTRIES: usize = 8192;
@@ -50,26 +50,22 @@ pub(crate) struct StoreLog {
     hook_slab: BytesMut,
 }
 
-fn to_u64(v: i64) -> Option<u64> {
-    u64::try_from(v).ok()
-}
-
 /// The core's view of a store error (also used by the simulator's store-backed log).
 pub(crate) fn log_err(e: StoreError) -> LogError {
     match e {
         StoreError::DiskFull(_) => LogError::DiskFull,
         StoreError::IndexMismatch { expected, got } => LogError::NotNext {
-            index: got.raw(),
-            end: expected.raw() - 1,
+            index: got,
+            end: expected.prev(),
         },
         StoreError::PosMismatch { expected, got } => LogError::PosMismatch {
-            expected: got.raw(),
-            actual: expected.raw(),
+            expected: got,
+            actual: expected,
         },
         StoreError::IndexOutOfRange { index, begin, last } => LogError::OutOfRange {
-            index: index.raw(),
-            begin: types::Index::to_wire(begin),
-            end: types::Index::to_wire(last),
+            index,
+            begin,
+            end: last,
         },
         other => LogError::Io(other.to_string()),
     }
@@ -78,9 +74,9 @@ pub(crate) fn log_err(e: StoreError) -> LogError {
 /// A stored entry as the core sees it.
 pub(crate) fn log_entry(e: StoredEntry) -> LogEntry {
     LogEntry {
-        index: e.index.raw(),
-        term: e.term.raw(),
-        pos: e.pos.raw(),
+        index: e.index,
+        term: e.term,
+        pos: e.pos,
         body: e.body,
     }
 }
@@ -141,7 +137,11 @@ impl StoreLog {
 
     /// Remembers the entry just appended at the log end.
     fn remember(&mut self, e: LogEntry) {
-        if self.recent.back().is_some_and(|b| b.index + 1 != e.index) {
+        if self
+            .recent
+            .back()
+            .is_some_and(|b| b.index.next() != e.index)
+        {
             self.recent.clear();
             self.recent_bytes = 0;
         }
@@ -169,7 +169,8 @@ impl StoreLog {
         if index < first || index < self.begin_index() {
             return None;
         }
-        self.recent.get(usize::try_from(index - first).ok()?)
+        self.recent
+            .get(usize::try_from(Index::distance(Some(first), Some(index))).ok()?)
     }
 }
 
@@ -181,29 +182,23 @@ fn entry_bytes(e: &LogEntry) -> u64 {
 impl RaftLog for StoreLog {
     fn begin_index(&self) -> Index {
         let s = self.store();
-        s.begin_index()
-            .map_or_else(|| s.next_index().raw(), types::Index::raw)
+        s.begin_index().unwrap_or_else(|| s.next_index())
     }
 
-    fn end_index(&self) -> Index {
+    fn end_index(&self) -> Option<Index> {
         let s = self.store();
-        s.end_index()
-            .map_or_else(|| s.next_index().raw() - 1, types::Index::raw)
+        s.end_index().or_else(|| s.next_index().prev())
     }
 
-    fn end_term(&self) -> Term {
-        types::Term::to_wire(self.store().end_term())
+    fn end_term(&self) -> Option<Term> {
+        self.store().end_term()
     }
 
     fn term_at(&self, index: Index) -> Option<Term> {
         if let Some(e) = self.cached(index) {
             return Some(e.term);
         }
-        let i = to_u64(index)?;
-        self.store()
-            .term_at(types::Index(i))
-            .ok()
-            .map(types::Term::raw)
+        self.store().term_at(index).ok()
     }
 
     fn entries(
@@ -217,7 +212,8 @@ impl RaftLog for StoreLog {
             // would exceed `max_bytes`, but always return at least one entry.
             let mut out = Vec::with_capacity(max_count.min(self.recent.len()).min(1024));
             let mut bytes = 0u64;
-            let start = usize::try_from(from - first.index).unwrap_or(0);
+            let start =
+                usize::try_from(Index::distance(Some(first.index), Some(from))).unwrap_or(0);
             for e in self.recent.iter().skip(start).take(max_count) {
                 bytes += entry_bytes(e);
                 if !out.is_empty() && bytes > max_bytes as u64 {
@@ -227,22 +223,14 @@ impl RaftLog for StoreLog {
             }
             return Ok(out);
         }
-        let Some(i) = to_u64(from) else {
-            return Err(LogError::OutOfRange {
-                index: from,
-                begin: self.begin_index(),
-                end: self.end_index(),
-            });
-        };
         let v = self
             .store()
-            .get_range(types::Index(i), max_count, max_bytes as u64)
+            .get_range(from, max_count, max_bytes as u64)
             .map_err(log_err)?;
         Ok(v.into_iter().map(log_entry).collect())
     }
 
     fn append_leader(&mut self, term: Term, body: Bytes) -> Result<(Index, Pos), LogError> {
-        let t = to_u64(term).ok_or_else(|| LogError::Io(format!("negative term {term}")))?;
         let store = self
             .store
             .as_mut()
@@ -256,7 +244,7 @@ impl RaftLog for StoreLog {
                 if slab.capacity() - slab.len() < body.len() {
                     slab.reserve(body.len().max(HOOK_SLAB_BYTES));
                 }
-                let res = store.append_leader_with(types::Term(t), &body, |pos, b| {
+                let res = store.append_leader_with(term, &body, |pos, b| {
                     hook(pos.raw(), b);
                     slab.extend_from_slice(b);
                 });
@@ -269,14 +257,12 @@ impl RaftLog for StoreLog {
                 }
             }
             None => {
-                let a = store
-                    .append_leader(types::Term(t), &body)
-                    .map_err(log_err)?;
+                let a = store.append_leader(term, &body).map_err(log_err)?;
                 (a, Some(body))
             }
         };
-        self.note_append(a.index.raw(), a.end_pos.0);
-        let (index, pos) = (a.index.raw(), a.pos.raw());
+        self.note_append(a.index, a.end_pos.0);
+        let (index, pos) = (a.index, a.pos);
         match stored_body {
             Some(body) => self.remember(LogEntry {
                 index,
@@ -293,42 +279,33 @@ impl RaftLog for StoreLog {
     }
 
     fn append_follower(&mut self, entry: &LogEntry) -> Result<(), LogError> {
-        let (Some(index), Some(term), Some(pos)) =
-            (to_u64(entry.index), to_u64(entry.term), to_u64(entry.pos))
-        else {
-            return Err(LogError::Io(format!(
-                "negative index/term/pos in entry {}",
-                entry.index
-            )));
-        };
         let a = self
             .store_mut()
             .append_follower(FollowerEntry {
-                index: types::Index(index),
-                term: types::Term(term),
-                pos: types::Pos(pos),
+                index: entry.index,
+                term: entry.term,
+                pos: entry.pos,
                 body_crc: 0,
                 body: &entry.body,
             })
             .map_err(log_err)?;
-        self.note_append(a.index.raw(), a.end_pos.0);
+        self.note_append(a.index, a.end_pos.0);
         // Followers keep no bodies (module docs): the run would no longer end at the log end.
         self.forget_recent();
         Ok(())
     }
 
-    fn truncate_after(&mut self, index: Index) -> Result<(), LogError> {
-        let keep = to_u64(index).map(types::Index);
+    fn truncate_after(&mut self, keep: Option<Index>) -> Result<(), LogError> {
         if let Err(e) = self.store_mut().truncate_after(keep) {
             // Whatever the store kept, the cache must not claim more: start it afresh.
             self.recent.clear();
             self.recent_bytes = 0;
             return Err(log_err(e));
         }
-        while self.unflushed.back().is_some_and(|&(i, _)| i > index) {
+        while self.unflushed.back().is_some_and(|&(i, _)| Some(i) > keep) {
             self.unflushed.pop_back();
         }
-        while self.recent.back().is_some_and(|e| e.index > index) {
+        while self.recent.back().is_some_and(|e| Some(e.index) > keep) {
             if let Some(e) = self.recent.pop_back() {
                 self.recent_bytes -= e.body.len();
             }
@@ -337,25 +314,17 @@ impl RaftLog for StoreLog {
     }
 
     fn end_pos_of(&self, index: Index) -> Option<Pos> {
-        if index < 0 {
-            return None;
-        }
         if let Some(e) = self.cached(index) {
-            return i64::try_from(entry_bytes(e)).ok().map(|n| e.pos + n);
+            return Some(e.pos.plus(entry_bytes(e)));
         }
         if let Ok(k) = self.unflushed.binary_search_by_key(&index, |&(i, _)| i) {
-            return self
-                .unflushed
-                .get(k)
-                .and_then(|&(_, end)| i64::try_from(end).ok());
+            return self.unflushed.get(k).map(|&(_, end)| Pos(end));
         }
         let s = self.store();
-        if s.end_index().map(types::Index::raw) == Some(index) {
-            return Some(s.end_pos().raw());
+        if s.end_index() == Some(index) {
+            return Some(s.end_pos());
         }
-        s.get(types::Index(to_u64(index)?))
-            .ok()
-            .map(|e| e.end_pos().raw())
+        s.get(index).ok().map(|e| e.end_pos())
     }
 }
 
@@ -377,11 +346,14 @@ mod tests {
     #[test]
     fn empty_log_follows_the_core_conventions() {
         let l = log();
-        assert_eq!((l.begin_index(), l.end_index(), l.end_term()), (0, -1, -1));
-        assert_eq!(l.term_at(0), None);
-        assert_eq!(l.end_pos_of(0), None);
+        assert_eq!(
+            (l.begin_index(), l.end_index(), l.end_term()),
+            (Index(0), None, None)
+        );
+        assert_eq!(l.term_at(Index(0)), None);
+        assert_eq!(l.end_pos_of(Index(0)), None);
         assert!(matches!(
-            l.entries(0, 1, 10),
+            l.entries(Index(0), 1, 10),
             Err(LogError::OutOfRange { .. })
         ));
     }
@@ -389,50 +361,61 @@ mod tests {
     #[test]
     fn appends_truncation_and_flush_marks() {
         let mut l = log();
-        assert_eq!(l.append_leader(1, Bytes::new()).unwrap(), (0, 0));
-        let (i, p) = l.append_leader(1, Bytes::from_static(b"hello")).unwrap();
-        assert_eq!((i, p), (1, 48));
-        assert_eq!(l.end_pos_of(1), Some(48 + 48 + 5));
+        assert_eq!(
+            l.append_leader(Term(1), Bytes::new()).unwrap(),
+            (Index(0), Pos(0))
+        );
+        let (i, p) = l
+            .append_leader(Term(1), Bytes::from_static(b"hello"))
+            .unwrap();
+        assert_eq!((i, p), (Index(1), Pos(48)));
+        assert_eq!(l.end_pos_of(Index(1)), Some(Pos(48 + 48 + 5)));
         let follower = LogEntry {
-            index: 2,
-            term: 2,
-            pos: 101,
+            index: Index(2),
+            term: Term(2),
+            pos: Pos(101),
             body: Bytes::from_static(b"x"),
         };
         l.append_follower(&follower).unwrap();
-        assert_eq!((l.end_index(), l.end_term(), l.term_at(1)), (2, 2, Some(1)));
+        assert_eq!(
+            (l.end_index(), l.end_term(), l.term_at(Index(1))),
+            (Some(Index(2)), Some(Term(2)), Some(Term(1)))
+        );
         let bad = LogEntry {
-            index: 5,
-            term: 2,
-            pos: 150,
+            index: Index(5),
+            term: Term(2),
+            pos: Pos(150),
             body: Bytes::from_static(b"y"),
         };
-        assert!(matches!(
+        assert_eq!(
             l.append_follower(&bad),
-            Err(LogError::NotNext { index: 5, end: 2 })
-        ));
+            Err(LogError::NotNext {
+                index: Index(5),
+                end: Some(Index(2))
+            })
+        );
         let misplaced = LogEntry {
-            index: 3,
-            term: 2,
-            pos: 7,
+            index: Index(3),
+            term: Term(2),
+            pos: Pos(7),
             body: Bytes::from_static(b"y"),
         };
-        assert!(matches!(
+        assert_eq!(
             l.append_follower(&misplaced),
             Err(LogError::PosMismatch {
-                expected: 7,
-                actual: 150
+                expected: Pos(7),
+                actual: Pos(150)
             })
-        ));
-        let got = l.entries(1, 10, usize::MAX).unwrap();
+        );
+        let got = l.entries(Index(1), 10, usize::MAX).unwrap();
         assert_eq!(got.len(), 2);
         assert_eq!(got[1], follower);
-        assert_eq!(l.flushed_through(96), Some(0));
-        l.truncate_after(1).unwrap();
-        assert_eq!(l.end_index(), 1);
-        assert_eq!(l.flushed_through(10_000), Some(1));
+        assert_eq!(l.flushed_through(96), Some(Index(0)));
+        l.truncate_after(Some(Index(1))).unwrap();
+        assert_eq!(l.end_index(), Some(Index(1)));
+        assert_eq!(l.flushed_through(10_000), Some(Index(1)));
         assert_eq!(l.flushed_through(10_000), None);
-        assert_eq!(l.end_pos_of(0), Some(48));
+        assert_eq!(l.end_pos_of(Index(0)), Some(Pos(48)));
     }
 
     /// The recent-entries cache answers exactly what the store holds, through appends (with
@@ -466,19 +449,21 @@ mod tests {
                 }))
             });
             let mut l = StoreLog::new(store).with_append_hook(hook);
-            let mut term = 1;
+            let mut term = Term(1);
             for step in 0..3_000u32 {
                 match next() % 10 {
-                    0 if l.end_index() > 0 => {
-                        let keep = l.end_index() - (next() % 5) as i64;
-                        l.truncate_after(keep.max(-1)).unwrap();
-                        term += 1;
+                    0 if l.end_index() > Some(Index(0)) => {
+                        let count = Index::count_through(l.end_index());
+                        let keep = Index::last_of_count(count.saturating_sub(next() % 5));
+                        l.truncate_after(keep).unwrap();
+                        term = Term(term.0 + 1);
                     }
                     1 => {
+                        let end = l.end_index();
                         let e = LogEntry {
-                            index: l.end_index() + 1,
+                            index: l.next_index(),
                             term,
-                            pos: l.end_pos_of(l.end_index()).unwrap_or(0),
+                            pos: end.and_then(|i| l.end_pos_of(i)).unwrap_or(Pos(0)),
                             body: Bytes::from(vec![step as u8; (next() % 300) as usize]),
                         };
                         l.append_follower(&e).unwrap();
@@ -496,15 +481,15 @@ mod tests {
                     }
                 }
                 let (begin, end) = (l.begin_index(), l.end_index());
-                if end < begin {
+                let Some(end) = end.filter(|e| *e >= begin) else {
                     continue;
-                }
-                let from = begin + (next() % (end - begin + 1) as u64) as i64;
+                };
+                let from = begin.plus(next() % (end.0 - begin.0 + 1));
                 let (count, bytes) = (1 + (next() % 40) as usize, (next() % 5_000) as usize);
                 let got = l.entries(from, count, bytes).unwrap();
                 let want: Vec<LogEntry> = l
                     .store()
-                    .get_range(types::Index(from as u64), count, bytes as u64)
+                    .get_range(from, count, bytes as u64)
                     .unwrap()
                     .into_iter()
                     .map(log_entry)
@@ -512,8 +497,8 @@ mod tests {
                 assert_eq!(got, want, "step {step} from {from}");
                 for e in &want {
                     assert_eq!(l.term_at(e.index), Some(e.term));
-                    let stored = l.store().get(types::Index(e.index as u64)).unwrap();
-                    assert_eq!(l.end_pos_of(e.index), Some(stored.end_pos().raw()));
+                    let stored = l.store().get(e.index).unwrap();
+                    assert_eq!(l.end_pos_of(e.index), Some(stored.end_pos()));
                 }
             }
         }

@@ -14,9 +14,9 @@
 //!   rpc server (remoting) ─ decodes DLedger bodies ─► network inbox ─► core ─► Respond
 //! ```
 //!
-//! Numbers at this boundary are DLedger's `i64` (`-1` = none): [`Committed`], [`CommittedMark`],
-//! [`RoleState`] and [`LedgerStatus`] use `i64` for indexes, positions and terms, exactly as
-//! on the wire; the storage layer's newtypes stay inside the crate.
+//! Numbers at this boundary are the crate's newtypes: [`Committed`], [`CommittedMark`],
+//! [`RoleState`] and [`LedgerStatus`] carry [`Index`], [`Term`] and [`Pos`], with `Option`
+//! where DLedger writes `-1` for none; only the wire and the files use DLedger's `-1`.
 //!
 //! Lifecycle: [`Ledger::start`] opens (recovers) the store and creates the next log files
 //! off the async workers, binds the RPC listener on this member's address from the peers list
@@ -52,7 +52,7 @@ mod types;
 pub use crate::config::{FlushMode, LedgerConfig};
 pub use crate::core::CoreConfig;
 pub use crate::store::{EntryRef, StoreError, StoreReader, StoredEntry};
-pub use crate::types::{Index, Pos};
+pub use crate::types::{Index, Pos, Term};
 pub use crate::wire::messages::DLedgerCode;
 pub use error::{LedgerError, OptionError, ProposeError, TransferError};
 pub use ledger::Ledger;

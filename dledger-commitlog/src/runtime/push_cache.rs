@@ -204,6 +204,7 @@ impl EntryJsonCache {
 mod tests {
     use super::*;
     use crate::core::log::LogEntry;
+    use crate::types::{Index, Pos, Term};
     use crate::wire::messages::{DLedgerCode, PushType};
     use crate::wire::push_json::encode_push_request;
 
@@ -240,22 +241,22 @@ mod tests {
         };
         let cache = EntryJsonCache::default();
         let mut log: Vec<LogEntry> = Vec::new();
-        let mut term = 1;
+        let mut term = Term(1);
         for step in 0..2_000u32 {
             match next() % 8 {
                 // A new leader term rewrites the tail (same indexes, other entries).
                 0 if !log.is_empty() => {
                     let keep = log.len() - (next() % log.len().min(5) as u64) as usize;
                     log.truncate(keep);
-                    term += 1;
+                    term = Term(term.0 + 1);
                 }
                 _ => {
                     for _ in 0..(1 + next() % 4) {
                         let len = (next() % 200) as usize;
                         log.push(LogEntry {
-                            index: log.len() as i64,
+                            index: Index(log.len() as u64),
                             term,
-                            pos: log.len() as i64 * 300,
+                            pos: Pos(log.len() as u64 * 300),
                             body: Bytes::from(vec![step as u8; len]),
                         });
                     }
@@ -293,11 +294,11 @@ mod tests {
     #[test]
     fn second_follower_hits_and_the_run_stays_bounded() {
         let cache = EntryJsonCache::default();
-        let entries: Vec<LogEntry> = (0..MAX_ENTRIES as i64 + 10)
+        let entries: Vec<LogEntry> = (0..MAX_ENTRIES as u64 + 10)
             .map(|i| LogEntry {
-                index: i,
-                term: 1,
-                pos: i * 100,
+                index: Index(i),
+                term: Term(1),
+                pos: Pos(i * 100),
                 body: Bytes::from_static(b"abc"),
             })
             .collect();

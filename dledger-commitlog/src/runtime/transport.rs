@@ -163,7 +163,7 @@ impl RpcService {
         }
         m.insert("peers".into(), peers.into());
         m.insert("remoteId".into(), self.self_id.clone().into());
-        m.insert("term".into(), term.into());
+        m.insert("term".into(), term.raw().into());
         serde_json::to_vec(&m).unwrap_or_default()
     }
 }

@@ -1,17 +1,19 @@
 //! Plain values the [`super::Ledger`] hands out: proposal results, role and commit marks,
-//! status snapshots. All numbers are DLedger `i64` (`-1` = none).
+//! status snapshots. Indexes, terms and positions are the crate's newtypes ([`Index`],
+//! [`Term`], [`Pos`]), `None` where DLedger says `-1`.
 
 use std::net::SocketAddr;
 
 use crate::core::Role;
+use crate::types::{Index, Pos, Term};
 
 /// Where a committed proposal landed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Committed {
     /// Log index of the entry.
-    pub index: i64,
+    pub index: Index,
     /// Data position of the entry's header (RocketMQ physical offset = `pos + 48`).
-    pub pos: i64,
+    pub pos: Pos,
 }
 
 /// DLedger member role.
@@ -36,17 +38,17 @@ impl From<Role> for LedgerRole {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RoleState {
     pub role: LedgerRole,
-    pub term: i64,
+    pub term: Term,
     pub leader_id: Option<String>,
 }
 
 /// Committed water mark: consumers may read everything up to here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CommittedMark {
-    /// Committed index, -1 when nothing is committed.
-    pub index: i64,
+    /// Committed index, none when nothing is committed.
+    pub index: Option<Index>,
     /// Position just past the last committed entry (RocketMQ's max physical offset).
-    pub end_pos: i64,
+    pub end_pos: Pos,
 }
 
 /// One member as seen from this one.
@@ -54,10 +56,10 @@ pub struct CommittedMark {
 pub struct PeerStatus {
     pub id: String,
     pub addr: SocketAddr,
-    /// Replication water mark (leader's view), -1 when unknown.
-    pub match_index: i64,
-    /// `end_index - match_index` on the leader, -1 when unknown.
-    pub lag: i64,
+    /// Replication water mark (leader's view), none when unknown.
+    pub match_index: Option<Index>,
+    /// Entries between `match_index` and `end_index` on the leader, none when unknown.
+    pub lag: Option<i64>,
     /// This member (or the peer itself) answered a call within the last lease period.
     pub alive: bool,
     /// Leader's view: the peer needs entries the leader has deleted; reinstall it (R11).
@@ -70,14 +72,15 @@ pub struct PeerStatus {
 pub struct LedgerStatus {
     pub self_id: String,
     pub role: LedgerRole,
-    pub term: i64,
+    pub term: Term,
     pub leader_id: Option<String>,
-    pub begin_index: i64,
-    pub end_index: i64,
-    pub end_term: i64,
-    pub committed_index: i64,
-    pub committed_end_pos: i64,
-    pub flushed_index: i64,
+    /// First retained index (none until the first snapshot).
+    pub begin_index: Option<Index>,
+    pub end_index: Option<Index>,
+    pub end_term: Option<Term>,
+    pub committed_index: Option<Index>,
+    pub committed_end_pos: Pos,
+    pub flushed_index: Option<Index>,
     pub pending_proposals: usize,
     pub peers: Vec<PeerStatus>,
 }

@@ -16,13 +16,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::sim_log::SimLog;
 use crate::core::{Index, LogEntry, RaftLog, Term};
+use crate::types::Shown;
 
 /// Global record the invariants are checked against.
 #[derive(Default)]
 pub struct Checker {
     leaders: BTreeMap<Term, usize>,
     committed: BTreeMap<Index, (Term, Bytes)>,
-    node_committed: Vec<Index>,
+    node_committed: Vec<Option<Index>>,
     acked: Vec<(Index, Bytes)>,
     acked_set: BTreeSet<(Index, Bytes)>,
     /// Entries some replica removed by TRUNCATE.
@@ -35,11 +36,17 @@ fn entry_of(log: &impl RaftLog, index: Index) -> Option<(Term, Bytes)> {
     log.entry(index).ok().map(|e| (e.term, e.body))
 }
 
+/// The indexes `lo..=hi` (none when `hi` is none or below `lo`).
+fn indexes(lo: Index, hi: Option<Index>) -> impl Iterator<Item = Index> {
+    let hi = hi.map(|h| h.0 + 1).unwrap_or(0);
+    (lo.0..hi.max(lo.0)).map(Index)
+}
+
 impl Checker {
     /// A checker for `n` nodes.
     pub fn new(n: usize) -> Self {
         Checker {
-            node_committed: vec![-1; n],
+            node_committed: vec![None; n],
             ..Default::default()
         }
     }
@@ -68,7 +75,7 @@ impl Checker {
     }
 
     /// Node restarted with committed index `hint`.
-    pub fn on_restart(&mut self, node: usize, hint: Index) {
+    pub fn on_restart(&mut self, node: usize, hint: Option<Index>) {
         self.node_committed[node] = hint;
     }
 
@@ -80,19 +87,20 @@ impl Checker {
         log: &impl RaftLog,
     ) -> Result<(), String> {
         let prev = self.node_committed[node];
-        if index <= prev {
+        if Some(index) <= prev {
             return Err(format!(
-                "monotonic commit: n{node} moved committed from {prev} to {index}"
+                "monotonic commit: n{node} moved committed from {} to {index}",
+                Shown(prev)
             ));
         }
-        if index > log.end_index() {
+        if Some(index) > log.end_index() {
             return Err(format!(
                 "committed <= end: n{node} committed {index} past its end {}",
-                log.end_index()
+                Shown(log.end_index())
             ));
         }
-        let from = (prev + 1).max(log.begin_index());
-        for i in from..=index {
+        let from = Index::after(prev).max(log.begin_index());
+        for i in indexes(from, Some(index)) {
             let Some(e) = entry_of(log, i) else {
                 return Err(format!("n{node} committed {i} which it does not hold"));
             };
@@ -109,7 +117,7 @@ impl Checker {
                 }
             }
         }
-        self.node_committed[node] = index;
+        self.node_committed[node] = Some(index);
         Ok(())
     }
 
@@ -117,16 +125,17 @@ impl Checker {
     pub fn check_node(
         &self,
         node: usize,
-        committed: Index,
+        committed: Option<Index>,
         log: &impl RaftLog,
     ) -> Result<(), String> {
         if committed > log.end_index() {
             return Err(format!(
-                "committed <= end: n{node} committed {committed} > end {}",
-                log.end_index()
+                "committed <= end: n{node} committed {} > end {}",
+                Shown(committed),
+                Shown(log.end_index())
             ));
         }
-        if committed >= log.begin_index() && committed >= 0 {
+        if let Some(committed) = committed.filter(|c| *c >= log.begin_index()) {
             if let Some(c) = self.committed.get(&committed) {
                 if entry_of(log, committed).as_ref() != Some(c) {
                     return Err(format!("n{node} overwrote its committed entry {committed}"));
@@ -152,7 +161,7 @@ impl Checker {
                 return committed_here;
             }
             entry_of(l, index).is_some_and(|(_, b)| b == *body)
-                && (!sync_flush || l.flushed_index() >= index)
+                && (!sync_flush || l.flushed_index() >= Some(index))
         };
         let holders: Vec<usize> = logs
             .iter()
@@ -209,15 +218,16 @@ impl Checker {
         &self,
         node: usize,
         below: Index,
-        committed: Index,
+        committed: Option<Index>,
         log: &impl RaftLog,
     ) -> Result<(), String> {
-        if below > committed + 1 {
+        if below > Index::after(committed) {
             return Err(format!(
-                "sim: n{node} would delete below {below} past its committed {committed}"
+                "sim: n{node} would delete below {below} past its committed {}",
+                Shown(committed)
             ));
         }
-        for i in log.begin_index()..below.min(log.end_index() + 1) {
+        for i in indexes(log.begin_index(), below.min(log.next_index()).prev()) {
             if self.committed.get(&i) != entry_of(log, i).as_ref() {
                 return Err(format!(
                     "sim: n{node} would delete entry {i}, which is not the committed one"
@@ -254,15 +264,19 @@ impl Checker {
         let (fe, le) = (follower.end_index(), leader.end_index());
         if fe > le {
             return Err(format!(
-                "after TRUNCATE the follower's end {fe} is past the leader's end {le}"
+                "after TRUNCATE the follower's end {} is past the leader's end {}",
+                Shown(fe),
+                Shown(le)
             ));
         }
-        let from = follower.begin_index().min(leader.begin_index()).max(0);
+        let from = follower.begin_index().min(leader.begin_index());
         if let Some((i, tf, tl)) = self.first_difference(follower, leader, from, fe) {
             return Err(format!(
-                "after TRUNCATE the follower's entry {i} (term {tf}) differs from the leader's (term {tl}); follower [{}, {fe}], leader [{}, {le}]",
+                "after TRUNCATE the follower's entry {i} (term {tf}) differs from the leader's (term {tl}); follower [{}, {}], leader [{}, {}]",
                 follower.begin_index(),
-                leader.begin_index()
+                Shown(fe),
+                leader.begin_index(),
+                Shown(le)
             ));
         }
         Ok(())
@@ -275,9 +289,9 @@ impl Checker {
         a: &L,
         b: &L,
         lo: Index,
-        hi: Index,
+        hi: Option<Index>,
     ) -> Option<(Index, Term, Term)> {
-        (lo..=hi).find_map(
+        indexes(lo, hi).find_map(
             |i| match (self.virtual_entry(a, i), self.virtual_entry(b, i)) {
                 (Some(ea), Some(eb)) if ea != eb => Some((i, ea.0, eb.0)),
                 _ => None,
@@ -288,35 +302,37 @@ impl Checker {
     /// The first index at which `follower` needs an entry from `leader`: its first entry that
     /// differs from the leader's virtual log, else its end + 1 (SIM-09's "next entry").
     pub fn next_needed<L: RaftLog>(&self, follower: &L, leader: &L) -> Index {
-        let from = follower.begin_index().max(0);
-        for i in from..=follower.end_index() {
+        for i in indexes(follower.begin_index(), follower.end_index()) {
             if entry_of(follower, i) != self.virtual_entry(leader, i) {
                 return i;
             }
         }
-        follower.end_index() + 1
+        follower.next_index()
     }
 
     /// Log matching (module docs: virtual logs): if two logs hold an entry with the same
     /// index and term, they are identical up to it.
     pub fn log_matching<L: RaftLog>(&self, a: &L, b: &L) -> Result<(), String> {
-        let lo = a.begin_index().min(b.begin_index()).max(0);
+        let lo = a.begin_index().min(b.begin_index());
         let hi = a.end_index().min(b.end_index());
+        // Walk down from `hi` to the highest index (>= lo) where both hold the same term; `i`
+        // ends there, or just below `lo` when there is none.
         let mut i = hi;
-        while i >= lo {
-            let (ta, tb) = (self.virtual_term(a, i), self.virtual_term(b, i));
+        while let Some(x) = i.filter(|x| *x >= lo) {
+            let (ta, tb) = (self.virtual_term(a, x), self.virtual_term(b, x));
             if ta.is_some() && ta == tb {
                 break;
             }
-            i -= 1;
+            i = x.prev();
         }
         if let Some((j, ta, tb)) = self.first_difference(a, b, lo, i) {
             return Err(format!(
-                "log matching: logs agree on the term at {i} but differ at {j} (terms {ta} / {tb}; ranges [{}, {}] / [{}, {}])",
+                "log matching: logs agree on the term at {} but differ at {j} (terms {ta} / {tb}; ranges [{}, {}] / [{}, {}])",
+                Shown(i),
                 a.begin_index(),
-                a.end_index(),
+                Shown(a.end_index()),
                 b.begin_index(),
-                b.end_index()
+                Shown(b.end_index())
             ));
         }
         Ok(())
@@ -344,7 +360,7 @@ mod tests {
     fn log(bodies: &[&'static [u8]]) -> MemLog {
         let mut l = MemLog::new();
         for b in bodies {
-            l.append_leader(1, Bytes::from_static(b)).unwrap();
+            l.append_leader(Term(1), Bytes::from_static(b)).unwrap();
         }
         l
     }
@@ -355,8 +371,8 @@ mod tests {
     fn log_matching_compares_deleted_prefixes_through_the_committed_record() {
         let mut c = Checker::new(2);
         let mut a = log(&[b"a", b"b", b"c", b"d", b"e"]);
-        c.on_commit(0, 4, &a).unwrap();
-        a.delete_before(3);
+        c.on_commit(0, Index(4), &a).unwrap();
+        a.delete_before(Index(3));
         let b = log(&[b"a", b"b", b"X", b"d", b"e"]);
         let err = c.log_matching(&a, &b).unwrap_err();
         assert!(err.contains("differ at 2"), "{err}");
@@ -370,18 +386,18 @@ mod tests {
     fn deleted_entries_are_held_and_acked_only_as_the_committed_entry() {
         let mut c = Checker::new(3);
         let mut a = log(&[b"a", b"b", b"c"]);
-        c.on_commit(0, 2, &a).unwrap();
-        a.delete_before(2);
+        c.on_commit(0, Index(2), &a).unwrap();
+        a.delete_before(Index(2));
         let b = log(&[b"a", b"b", b"c"]);
         let logs = [Some(&a), Some(&b), None];
-        c.on_ack(1, &Bytes::from_static(b"b"), &logs, false)
+        c.on_ack(Index(1), &Bytes::from_static(b"b"), &logs, false)
             .unwrap();
         assert!(c
-            .on_ack(1, &Bytes::from_static(b"Z"), &logs, false)
+            .on_ack(Index(1), &Bytes::from_static(b"Z"), &logs, false)
             .is_err());
         c.check_acked_in(&a).unwrap();
         let mut other = log(&[b"a", b"Q", b"c"]);
-        other.delete_before(1);
+        other.delete_before(Index(1));
         assert!(c.check_acked_in(&other).is_err(), "acked entry replaced");
     }
 
@@ -389,16 +405,16 @@ mod tests {
     fn truncating_committed_or_acked_entries_is_refused_and_never_acked_later() {
         let mut c = Checker::new(3);
         let a = log(&[b"a", b"b", b"c", b"d"]);
-        c.on_commit(0, 1, &a).unwrap();
-        let entries = a.entries(0, 4, usize::MAX).unwrap();
+        c.on_commit(0, Index(1), &a).unwrap();
+        let entries = a.entries(Index(0), 4, usize::MAX).unwrap();
         assert!(c.on_truncated(1, &entries[1..2]).is_err(), "committed");
         let logs = [Some(&a), Some(&a), None];
-        c.on_ack(2, &Bytes::from_static(b"c"), &logs, false)
+        c.on_ack(Index(2), &Bytes::from_static(b"c"), &logs, false)
             .unwrap();
         assert!(c.on_truncated(1, &entries[2..3]).is_err(), "acked");
         c.on_truncated(1, &entries[3..4]).unwrap();
         assert!(c
-            .on_ack(3, &Bytes::from_static(b"d"), &logs, false)
+            .on_ack(Index(3), &Bytes::from_static(b"d"), &logs, false)
             .is_err());
     }
 
@@ -406,14 +422,14 @@ mod tests {
     fn next_needed_and_prefix_use_the_leaders_virtual_log() {
         let mut c = Checker::new(2);
         let mut leader = log(&[b"a", b"b", b"c", b"d"]);
-        c.on_commit(0, 3, &leader).unwrap();
-        leader.delete_before(3);
+        c.on_commit(0, Index(3), &leader).unwrap();
+        leader.delete_before(Index(3));
         let diverged = log(&[b"a", b"X", b"Y"]);
-        assert_eq!(c.next_needed(&diverged, &leader), 1);
+        assert_eq!(c.next_needed(&diverged, &leader), Index(1));
         assert!(c.check_prefix(&diverged, &leader).is_err());
         let behind = log(&[b"a", b"b"]);
-        assert_eq!(c.next_needed(&behind, &leader), 2);
+        assert_eq!(c.next_needed(&behind, &leader), Index(2));
         c.check_prefix(&behind, &leader).unwrap();
-        assert_eq!(c.next_needed(&MemLog::new(), &leader), 0);
+        assert_eq!(c.next_needed(&MemLog::new(), &leader), Index(0));
     }
 }

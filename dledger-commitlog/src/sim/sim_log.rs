@@ -12,7 +12,6 @@ use crate::config::LedgerConfig;
 use crate::core::{Index, LogEntry, LogError, MemLog, Pos, RaftLog, Term};
 use crate::runtime::log_adapter::{log_entry, log_err};
 use crate::store::{CrashMode, FollowerEntry, MemDisk, Store};
-use crate::types;
 
 /// A log with a crash model, as the simulator needs it.
 pub trait SimLog: RaftLog + Sized {
@@ -21,9 +20,9 @@ pub trait SimLog: RaftLog + Sized {
     /// The log a restarted node finds: process crash (`power_loss == false`) or power loss.
     fn crash(self, power_loss: bool, seed: u64) -> Result<Self, String>;
     /// Make everything written durable; returns the durable end index.
-    fn flush(&mut self) -> Index;
+    fn flush(&mut self) -> Option<Index>;
     /// Last durable index.
-    fn flushed_index(&self) -> Index;
+    fn flushed_index(&self) -> Option<Index>;
     /// Refuse (or accept again) appends for lack of space; false if unsupported.
     fn set_disk_full(&mut self, on: bool) -> bool;
     /// Delete the entries below `index` as retention does; false if unsupported.
@@ -35,7 +34,7 @@ pub trait SimLog: RaftLog + Sized {
     /// The retained entries from `from` (clamped to `begin`) through the end.
     fn entries_from(&self, from: Index) -> Vec<LogEntry> {
         let from = from.max(self.begin_index());
-        if self.end_index() < from {
+        if self.end_index() < Some(from) {
             return Vec::new();
         }
         self.entries(from, usize::MAX, usize::MAX)
@@ -56,12 +55,12 @@ impl SimLog for MemLog {
         log.disk_full = false; // the fault is transient
         Ok(log)
     }
-    fn flush(&mut self) -> Index {
+    fn flush(&mut self) -> Option<Index> {
         let end = self.end_index();
         self.flush_to(end);
         end
     }
-    fn flushed_index(&self) -> Index {
+    fn flushed_index(&self) -> Option<Index> {
         MemLog::flushed_index(self)
     }
     fn set_disk_full(&mut self, on: bool) -> bool {
@@ -78,7 +77,7 @@ impl SimLog for MemLog {
 pub struct StoreSimLog {
     disk: MemDisk,
     store: Store,
-    flushed: Index,
+    flushed: Option<Index>,
 }
 
 fn sim_ledger_config() -> LedgerConfig {
@@ -91,10 +90,6 @@ fn sim_ledger_config() -> LedgerConfig {
     }
 }
 
-fn non_negative(v: i64, what: &str) -> Result<u64, LogError> {
-    u64::try_from(v).map_err(|_| LogError::Io(format!("negative {what} {v}")))
-}
-
 impl StoreSimLog {
     fn open(disk: MemDisk) -> Result<Self, String> {
         let store = Store::open_in_memory(&disk, &sim_ledger_config())
@@ -102,7 +97,7 @@ impl StoreSimLog {
         let mut log = StoreSimLog {
             disk,
             store,
-            flushed: -1,
+            flushed: None,
         };
         log.flushed = log.end_index();
         Ok(log)
@@ -113,22 +108,18 @@ impl RaftLog for StoreSimLog {
     fn begin_index(&self) -> Index {
         self.store
             .begin_index()
-            .map_or_else(|| self.store.next_index().raw(), types::Index::raw)
+            .unwrap_or_else(|| self.store.next_index())
     }
-    fn end_index(&self) -> Index {
+    fn end_index(&self) -> Option<Index> {
         self.store
             .end_index()
-            .map_or_else(|| self.store.next_index().raw() - 1, types::Index::raw)
+            .or_else(|| self.store.next_index().prev())
     }
-    fn end_term(&self) -> Term {
-        types::Term::to_wire(self.store.end_term())
+    fn end_term(&self) -> Option<Term> {
+        self.store.end_term()
     }
     fn term_at(&self, index: Index) -> Option<Term> {
-        let i = u64::try_from(index).ok()?;
-        self.store
-            .term_at(types::Index(i))
-            .ok()
-            .map(types::Term::raw)
+        self.store.term_at(index).ok()
     }
     fn entries(
         &self,
@@ -136,42 +127,36 @@ impl RaftLog for StoreSimLog {
         max_count: usize,
         max_bytes: usize,
     ) -> Result<Vec<LogEntry>, LogError> {
-        let i = non_negative(from, "index")?;
         let max_bytes = u64::try_from(max_bytes).unwrap_or(u64::MAX);
         let v = self
             .store
-            .get_range(types::Index(i), max_count, max_bytes)
+            .get_range(from, max_count, max_bytes)
             .map_err(log_err)?;
         Ok(v.into_iter().map(log_entry).collect())
     }
     fn append_leader(&mut self, term: Term, body: Bytes) -> Result<(Index, Pos), LogError> {
-        let t = non_negative(term, "term")?;
-        let a = self
-            .store
-            .append_leader(types::Term(t), &body)
-            .map_err(log_err)?;
-        Ok((a.index.raw(), a.pos.raw()))
+        let a = self.store.append_leader(term, &body).map_err(log_err)?;
+        Ok((a.index, a.pos))
     }
     fn append_follower(&mut self, e: &LogEntry) -> Result<(), LogError> {
         let entry = FollowerEntry {
-            index: types::Index(non_negative(e.index, "index")?),
-            term: types::Term(non_negative(e.term, "term")?),
-            pos: types::Pos(non_negative(e.pos, "pos")?),
+            index: e.index,
+            term: e.term,
+            pos: e.pos,
             body_crc: 0,
             body: &e.body,
         };
         self.store.append_follower(entry).map_err(log_err)?;
         Ok(())
     }
-    fn truncate_after(&mut self, index: Index) -> Result<(), LogError> {
-        let keep = u64::try_from(index).ok().map(types::Index);
+    fn truncate_after(&mut self, keep: Option<Index>) -> Result<(), LogError> {
         self.store.truncate_after(keep).map_err(log_err)?;
-        self.flushed = self.flushed.min(index);
+        self.flushed = self.flushed.min(keep);
         Ok(())
     }
     fn end_pos_of(&self, index: Index) -> Option<Pos> {
         let e = self.entry(index).ok()?;
-        Some(e.pos + 48 + i64::try_from(e.body.len()).ok()?)
+        Some(e.pos.plus(48 + e.body.len() as u64))
     }
 }
 
@@ -189,13 +174,13 @@ impl SimLog for StoreSimLog {
         self.store.abandon();
         StoreSimLog::open(disk)
     }
-    fn flush(&mut self) -> Index {
+    fn flush(&mut self) -> Option<Index> {
         if self.store.flush().is_ok() {
             self.flushed = self.end_index();
         }
         self.flushed
     }
-    fn flushed_index(&self) -> Index {
+    fn flushed_index(&self) -> Option<Index> {
         self.flushed.min(self.end_index())
     }
     fn set_disk_full(&mut self, _on: bool) -> bool {

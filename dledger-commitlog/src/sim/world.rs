@@ -18,6 +18,7 @@ use crate::core::{
     Action, BugInjection, CallId, CoreConfig, HardState, Index, Input, LogEntry, MemLog, Node,
     RequestId, Role,
 };
+use crate::types::Shown;
 use crate::wire::messages::{DLedgerCode, PushType, Request, Response};
 use push_faults::PushFaultScript;
 use retention::RetentionScript;
@@ -195,7 +196,7 @@ struct Slot<L: SimLog> {
     /// Durable log while down.
     down_log: Option<L>,
     restart_at_ms: u64,
-    last_committed: Index,
+    last_committed: Option<Index>,
     slow_disk: bool,
     disk_full_until: u64,
     /// This node's monotonic clock runs at this rate (1000 = true time; SIM-12 drift).
@@ -312,7 +313,7 @@ impl<L: SimLog> World<L> {
                 hard: HardState::default(),
                 down_log: None,
                 restart_at_ms: 0,
-                last_committed: -1,
+                last_committed: None,
                 slow_disk: slow == Some(i),
                 disk_full_until: 0,
                 clock_rate_permille: 1000,
@@ -391,9 +392,9 @@ impl<L: SimLog> World<L> {
             Ok(n) => s.node = Some(n),
             Err(e) => panic!("sim config rejected: {e}"),
         }
-        self.checker.on_restart(i, hint.max(-1));
+        self.checker.on_restart(i, hint);
         let inc = self.slots[i].inc;
-        self.note(|| format!("n{i} start inc={inc} committed_hint={hint}"));
+        self.note(|| format!("n{i} start inc={inc} committed_hint={}", Shown(hint)));
         Ok(())
     }
 
@@ -419,9 +420,12 @@ impl<L: SimLog> World<L> {
         let s = &mut self.slots[i];
         s.down_log = Some(restarted);
         s.restart_at_ms = self.now.saturating_add(restart_after_ms);
-        let kept = s.down_log.as_ref().map_or(-1, |l| l.end_index());
+        let kept = s.down_log.as_ref().and_then(|l| l.end_index());
         self.note(|| {
-            format!("n{i} CRASH power={power} kept_end={kept} restart_in={restart_after_ms}ms")
+            format!(
+                "n{i} CRASH power={power} kept_end={} restart_in={restart_after_ms}ms",
+                Shown(kept)
+            )
         });
         Ok(())
     }
@@ -511,7 +515,7 @@ impl<L: SimLog> World<L> {
         self.digest = fnv(self.digest, self.now);
         match a {
             Action::PersistHardState(hs) => {
-                self.digest = fnv(self.digest, hs.term as u64);
+                self.digest = fnv(self.digest, hs.term.0);
                 self.slots[i].hard = hs;
             }
             Action::Call { to, call, req } => {
@@ -579,7 +583,7 @@ impl<L: SimLog> World<L> {
                 );
             }
             Action::CommitAdvanced { index, .. } => {
-                self.digest = fnv(self.digest, index as u64);
+                self.digest = fnv(self.digest, index.0);
                 self.note(|| format!("n{i} commit {index}"));
                 let Some(node) = self.slots[i].node.as_ref() else {
                     return Ok(());
@@ -610,7 +614,7 @@ impl<L: SimLog> World<L> {
                 }
             }
             Action::RoleChanged { role, term, leader } => {
-                self.digest = fnv(self.digest, term as u64 ^ (i as u64) << 40);
+                self.digest = fnv(self.digest, term.0 ^ (i as u64) << 40);
                 self.note(|| format!("n{i} role {} term {term} leader {leader:?}", role.as_str()));
                 if role == Role::Leader {
                     let Some(node) = self.slots[i].node.as_ref() else {
@@ -661,7 +665,7 @@ impl<L: SimLog> World<L> {
                 self.requests.insert(id, (from, from_inc, call));
                 let truncate = match &req {
                     Request::Push(p) if p.push_type == PushType::TRUNCATE => {
-                        Some((p.first_index(), p.term))
+                        p.first_index().zip(p.term())
                     }
                     _ => None,
                 };
@@ -969,7 +973,7 @@ impl<L: SimLog> World<L> {
             i == l
                 || s.node.is_none()
                 || leader.needs_reinstall(&name)
-                || leader.match_index(&name) == Some(end)
+                || leader.match_index(&name) == end
         });
         if all {
             self.catch_up_after_heal_ms = Some(self.now - self.opts.fault_ms);
@@ -1032,7 +1036,9 @@ impl<L: SimLog> World<L> {
         );
         if committed != end {
             return Err(self.fail(format!(
-                "liveness: leader n{l} committed {committed} != end {end} after healing"
+                "liveness: leader n{l} committed {} != end {} after healing",
+                Shown(committed),
+                Shown(end)
             )));
         }
         let mut reinstall = 0;
@@ -1064,10 +1070,11 @@ impl<L: SimLog> World<L> {
                     "R11: n{i} needs entry {need}, below leader n{l}'s begin {begin}, but is not marked needs-reinstall"
                 )));
             }
-            if i != l && leader.match_index(&name) != Some(end) {
+            if i != l && leader.match_index(&name) != end {
                 return Err(self.fail(format!(
-                    "push bookkeeping: leader n{l} has match index {:?} for n{i}, not its end {end}, after healing",
-                    leader.match_index(&name)
+                    "push bookkeeping: leader n{l} has match index {} for n{i}, not its end {}, after healing",
+                    Shown(leader.match_index(&name)),
+                    Shown(end)
                 )));
             }
             if node.term() != term
@@ -1075,10 +1082,12 @@ impl<L: SimLog> World<L> {
                 || node.committed_index() != committed
             {
                 return Err(self.fail(format!(
-                    "liveness: n{i} (term {}, end {}, committed {}) did not converge to leader n{l} (term {term}, end {end}, committed {committed})",
+                    "liveness: n{i} (term {}, end {}, committed {}) did not converge to leader n{l} (term {term}, end {}, committed {})",
                     node.term(),
-                    node.log().end_index(),
-                    node.committed_index()
+                    Shown(node.log().end_index()),
+                    Shown(node.committed_index()),
+                    Shown(end),
+                    Shown(committed)
                 )));
             }
         }
@@ -1144,7 +1153,7 @@ fn short_req(r: &Request) -> String {
             "PUSH {:?} term={} first={} count={} commit={}",
             p.push_type,
             p.term,
-            p.first_index(),
+            Shown(p.first_index()),
             p.count(),
             p.commit_index
         ),

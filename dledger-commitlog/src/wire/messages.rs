@@ -13,7 +13,8 @@ use serde::ser::{SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-use crate::core::log::{Index, LogEntry, Term};
+use crate::core::log::LogEntry;
+use crate::types::{Index, NegativeWireValue, Pos, Term};
 
 /// Remoting request code of VOTE.
 pub const REQUEST_CODE_VOTE: i32 = 51001;
@@ -127,6 +128,18 @@ impl Default for DLedgerCode {
 
 fn minus_one() -> i64 {
     -1
+}
+
+/// An optional RPC index field read loosely: `-1` and any other negative are none. Used
+/// where a malformed negative and "none" lead to the same decision (module docs of the
+/// typed accessors below).
+fn loose_index(v: i64) -> Option<Index> {
+    Index::from_wire(v).ok().flatten()
+}
+
+/// An optional RPC term field read loosely (see [`loose_index`]).
+fn loose_term(v: i64) -> Option<Term> {
+    Term::from_wire(v).ok().flatten()
 }
 
 /// Defines a string enum serialized by name and accepted by name or ordinal (fastjson).
@@ -300,11 +313,11 @@ impl From<LogEntry> for DLedgerEntry {
             body_crc: 0,
             chain_crc: 0,
             channel: 0,
-            index: e.index,
+            index: e.index.raw(),
             magic: 1,
-            pos: e.pos,
+            pos: e.pos.raw(),
             size,
-            term: e.term,
+            term: e.term.raw(),
         }
     }
 }
@@ -314,18 +327,13 @@ impl DLedgerEntry {
     /// inconsistent (size != 48 + body, magic != 1, negative index/term/pos).
     pub fn to_log_entry(&self) -> Option<LogEntry> {
         let expected = i64::try_from(self.body.len()).ok()? + i64::from(ENTRY_HEADER_BYTES);
-        if self.magic != 1
-            || i64::from(self.size) != expected
-            || self.index < 0
-            || self.term < 0
-            || self.pos < 0
-        {
+        if self.magic != 1 || i64::from(self.size) != expected {
             return None;
         }
         Some(LogEntry {
-            index: self.index,
-            term: self.term,
-            pos: self.pos,
+            index: Index::from_wire(self.index).ok()??,
+            term: Term::from_wire(self.term).ok()??,
+            pos: Pos::from_wire(self.pos).ok()??,
             body: self.body.clone(),
         })
     }
@@ -347,7 +355,7 @@ pub struct Common {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_id: Option<String>,
     #[serde(default = "minus_one")]
-    pub term: Term,
+    pub term: i64,
 }
 
 impl Default for Common {
@@ -364,13 +372,14 @@ impl Default for Common {
 }
 
 impl Common {
-    /// Common members of a request from `local` to `remote` in `group`.
+    /// Common members of a request from `local` to `remote` in `group`, with the raw `term`
+    /// member (`-1` when the sender has none, as admin tools send).
     pub fn request(
         group: &str,
         local: &str,
         remote: &str,
         leader: Option<&str>,
-        term: Term,
+        term: i64,
     ) -> Self {
         Common {
             code: DLedgerCode::SUCCESS,
@@ -380,6 +389,34 @@ impl Common {
             remote_id: Some(remote.to_owned()),
             term,
         }
+    }
+
+    /// [`Common::request`] from a member in `term`.
+    pub fn request_in(
+        group: &str,
+        local: &str,
+        remote: &str,
+        leader: Option<&str>,
+        term: Term,
+    ) -> Self {
+        Common::request(group, local, remote, leader, term.raw())
+    }
+
+    /// The `term` member; `None` for `-1` and for any other (malformed) negative, which
+    /// orders below every term as the signed number did.
+    pub fn term(&self) -> Option<Term> {
+        loose_term(self.term)
+    }
+
+    /// Sets the `term` member.
+    pub fn set_term(&mut self, term: Term) {
+        self.term = term.raw();
+    }
+
+    /// The same members with `term` set.
+    pub fn with_term(mut self, term: Term) -> Self {
+        self.set_term(term);
+        self
     }
 }
 
@@ -396,9 +433,9 @@ pub struct VoteRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader_id: Option<String>,
     #[serde(default = "minus_one")]
-    pub ledger_end_index: Index,
+    pub ledger_end_index: i64,
     #[serde(default = "minus_one")]
-    pub ledger_end_term: Term,
+    pub ledger_end_term: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_id: Option<String>,
     #[serde(default, skip_serializing_if = "is_false")]
@@ -406,11 +443,53 @@ pub struct VoteRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_id: Option<String>,
     #[serde(default = "minus_one")]
-    pub term: Term,
+    pub term: i64,
 }
 
 fn is_false(b: &bool) -> bool {
     !*b
+}
+
+impl VoteRequest {
+    /// A (pre-)vote request from `candidate` to `remote` for `term`, advertising the
+    /// candidate's last entry (`ledger_end_index`, `ledger_end_term`; none for an empty log).
+    pub fn new(
+        group: &str,
+        candidate: &str,
+        remote: &str,
+        term: Term,
+        ledger_end_index: Option<Index>,
+        ledger_end_term: Option<Term>,
+        pre_vote: bool,
+    ) -> Self {
+        VoteRequest {
+            code: DLedgerCode::SUCCESS,
+            group: Some(group.to_owned()),
+            leader_id: Some(candidate.to_owned()),
+            ledger_end_index: Index::to_wire(ledger_end_index),
+            ledger_end_term: Term::to_wire(ledger_end_term),
+            local_id: Some(candidate.to_owned()),
+            pre_vote,
+            remote_id: Some(remote.to_owned()),
+            term: term.raw(),
+        }
+    }
+
+    /// The term asked for (see [`Common::term`] for negatives).
+    pub fn term(&self) -> Option<Term> {
+        loose_term(self.term)
+    }
+
+    /// The candidate's last entry index, strictly: `Err` for a malformed negative, which the
+    /// log comparison (R2) must order below an empty log, as the signed number did.
+    pub fn ledger_end_index(&self) -> Result<Option<Index>, NegativeWireValue> {
+        Index::from_wire(self.ledger_end_index)
+    }
+
+    /// The candidate's last entry term, strictly (see [`VoteRequest::ledger_end_index`]).
+    pub fn ledger_end_term(&self) -> Result<Option<Term>, NegativeWireValue> {
+        Term::from_wire(self.ledger_end_term)
+    }
 }
 
 /// VOTE response.
@@ -428,9 +507,36 @@ pub struct VoteResponse {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_id: Option<String>,
     #[serde(default = "minus_one")]
-    pub term: Term,
+    pub term: i64,
     #[serde(default)]
     pub vote_result: VoteResult,
+}
+
+impl VoteResponse {
+    /// The answer to `r`: its group, local and remote ids echoed, with `leader_id`, this
+    /// member's `term` and the decision.
+    pub fn answer(
+        r: &VoteRequest,
+        code: DLedgerCode,
+        leader_id: Option<String>,
+        term: Term,
+        vote_result: VoteResult,
+    ) -> Self {
+        VoteResponse {
+            code,
+            group: r.group.clone(),
+            leader_id,
+            local_id: r.local_id.clone(),
+            remote_id: r.remote_id.clone(),
+            term: term.raw(),
+            vote_result,
+        }
+    }
+
+    /// The responder's term (see [`Common::term`] for negatives).
+    pub fn term(&self) -> Option<Term> {
+        loose_term(self.term)
+    }
 }
 
 /// HEART_BEAT request (51002): common members only.
@@ -451,7 +557,7 @@ pub struct PushEntryRequest {
     #[serde(default)]
     pub code: DLedgerCode,
     #[serde(default = "minus_one")]
-    pub commit_index: Index,
+    pub commit_index: i64,
     #[serde(default)]
     pub entry: Option<DLedgerEntry>,
     #[serde(default)]
@@ -463,7 +569,7 @@ pub struct PushEntryRequest {
     #[serde(default)]
     pub remote_id: Option<String>,
     #[serde(default = "minus_one")]
-    pub term: Term,
+    pub term: i64,
     #[serde(default, rename = "type")]
     pub push_type: PushType,
 }
@@ -477,13 +583,49 @@ impl PushEntryRequest {
             self.entry.as_slice()
         }
     }
-    /// Index of the first carried entry, -1 if none.
-    pub fn first_index(&self) -> Index {
-        self.entries().first().map_or(-1, |e| e.index)
+    /// Index of the first carried entry; `None` if none (or negative).
+    pub fn first_index(&self) -> Option<Index> {
+        self.entries().first().and_then(|e| loose_index(e.index))
     }
     /// Number of carried entries.
     pub fn count(&self) -> usize {
         self.entries().len()
+    }
+}
+
+impl PushEntryRequest {
+    /// A push of `push_type` carrying `common`'s members (its term is the leader's), the
+    /// leader's `commit_index`, and `entry` or `batch_entry`.
+    pub fn new(
+        common: Common,
+        push_type: PushType,
+        commit_index: Option<Index>,
+        entry: Option<DLedgerEntry>,
+        batch_entry: Vec<DLedgerEntry>,
+    ) -> Self {
+        PushEntryRequest {
+            batch_entry,
+            code: DLedgerCode::SUCCESS,
+            commit_index: Index::to_wire(commit_index),
+            entry,
+            group: common.group,
+            leader_id: common.leader_id,
+            local_id: common.local_id,
+            remote_id: common.remote_id,
+            term: common.term,
+            push_type,
+        }
+    }
+
+    /// The leader's term (see [`Common::term`] for negatives).
+    pub fn term(&self) -> Option<Term> {
+        loose_term(self.term)
+    }
+
+    /// The leader's committed index; `None` for none (or a malformed negative: either way
+    /// nothing to commit).
+    pub fn commit_index(&self) -> Option<Index> {
+        loose_index(self.commit_index)
     }
 }
 
@@ -534,17 +676,17 @@ impl Serialize for PushEntryRequest {
 #[serde(rename_all = "camelCase")]
 pub struct PushEntryResponse {
     #[serde(default = "minus_one")]
-    pub begin_index: Index,
+    pub begin_index: i64,
     #[serde(default)]
     pub code: DLedgerCode,
     #[serde(default)]
     pub count: i32,
     #[serde(default = "minus_one")]
-    pub end_index: Index,
+    pub end_index: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub index: Option<Index>,
+    pub index: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -552,7 +694,63 @@ pub struct PushEntryResponse {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_id: Option<String>,
     #[serde(default = "minus_one")]
-    pub term: Term,
+    pub term: i64,
+}
+
+impl PushEntryResponse {
+    /// The answer to `r` with `code` and the responder's ledger range (`begin`, `end`; none
+    /// when it has no entry): group, term, first index and count echoed from the request
+    /// (a COMMIT push is answered with count 0 and no index).
+    pub fn answer(
+        r: &PushEntryRequest,
+        code: DLedgerCode,
+        begin: Option<Index>,
+        end: Option<Index>,
+    ) -> Self {
+        let commit = r.push_type == PushType::COMMIT;
+        PushEntryResponse {
+            begin_index: Index::to_wire(begin),
+            code,
+            count: if commit {
+                0
+            } else {
+                i32::try_from(r.count()).unwrap_or(i32::MAX)
+            },
+            end_index: Index::to_wire(end),
+            group: r.group.clone(),
+            index: if commit {
+                None
+            } else {
+                Some(r.entries().first().map_or(-1, |e| e.index))
+            },
+            leader_id: None,
+            local_id: None,
+            remote_id: None,
+            term: r.term,
+        }
+    }
+
+    /// The same response with `term` set.
+    pub fn with_term(mut self, term: Term) -> Self {
+        self.term = term.raw();
+        self
+    }
+
+    /// The responder's term (see [`Common::term`] for negatives).
+    pub fn term(&self) -> Option<Term> {
+        loose_term(self.term)
+    }
+
+    /// The responder's first index; `None` when it holds no entry (or a malformed negative).
+    pub fn begin_index(&self) -> Option<Index> {
+        loose_index(self.begin_index)
+    }
+
+    /// The responder's last index, strictly: `Err` for a malformed negative, which the
+    /// leader must order below "none" as the signed number did.
+    pub fn end_index(&self) -> Result<Option<Index>, NegativeWireValue> {
+        Index::from_wire(self.end_index)
+    }
 }
 
 /// LEADERSHIP_TRANSFER request (51005), admin -> leader or leader -> transferee (spec §3.7).
@@ -570,13 +768,48 @@ pub struct LeadershipTransferRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_id: Option<String>,
     #[serde(default = "minus_one")]
-    pub take_leadership_ledger_index: Index,
+    pub take_leadership_ledger_index: i64,
     #[serde(default = "minus_one")]
-    pub term: Term,
+    pub term: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transfer_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transferee_id: Option<String>,
+}
+
+impl LeadershipTransferRequest {
+    /// The leader `from` asks `to` to take over in `term` once it holds the leader's log
+    /// through `take_leadership_ledger_index`.
+    pub fn new(
+        group: &str,
+        from: &str,
+        to: &str,
+        term: Term,
+        take_leadership_ledger_index: Option<Index>,
+    ) -> Self {
+        LeadershipTransferRequest {
+            code: DLedgerCode::SUCCESS,
+            group: Some(group.to_owned()),
+            leader_id: Some(from.to_owned()),
+            local_id: Some(from.to_owned()),
+            remote_id: Some(to.to_owned()),
+            take_leadership_ledger_index: Index::to_wire(take_leadership_ledger_index),
+            term: term.raw(),
+            transfer_id: Some(from.to_owned()),
+            transferee_id: Some(to.to_owned()),
+        }
+    }
+
+    /// The asking leader's term (see [`Common::term`] for negatives).
+    pub fn term(&self) -> Option<Term> {
+        loose_term(self.term)
+    }
+
+    /// The index the transferee must hold; `None` for none (or a malformed negative: either
+    /// way every log qualifies).
+    pub fn take_leadership_ledger_index(&self) -> Option<Index> {
+        loose_index(self.take_leadership_ledger_index)
+    }
 }
 
 /// Any DLedger request the core handles.
@@ -816,11 +1049,11 @@ mod tests {
 
     #[test]
     fn push_batch_emits_derived_members_and_ignores_them_on_input() {
-        let e = |i: i64| {
+        let e = |i: u64| {
             DLedgerEntry::from(&LogEntry {
-                index: i,
-                term: 2,
-                pos: i * 50,
+                index: Index(i),
+                term: Term(2),
+                pos: Pos(i * 50),
                 body: Bytes::from_static(b"ab"),
             })
         };
@@ -891,9 +1124,9 @@ mod tests {
         let bad_entry = DLedgerEntry {
             size: 7,
             ..DLedgerEntry::from(&LogEntry {
-                index: 0,
-                term: 0,
-                pos: 0,
+                index: Index(0),
+                term: Term(0),
+                pos: Pos(0),
                 body: Bytes::new(),
             })
         };

@@ -491,14 +491,15 @@ pub(crate) fn decode_push_request_in(
 mod tests {
     use super::*;
     use crate::core::log::LogEntry;
+    use crate::types::{Index, Pos, Term};
     use crate::wire::messages::{DLedgerCode, PushType};
     use bytes::Bytes;
 
-    fn entry_at(i: i64, body: &[u8]) -> DLedgerEntry {
+    fn entry_at(i: u64, body: &[u8]) -> DLedgerEntry {
         DLedgerEntry::from(&LogEntry {
-            index: i,
-            term: 7,
-            pos: i * 1000,
+            index: Index(i),
+            term: Term(7),
+            pos: Pos(i * 1000),
             body: Bytes::copy_from_slice(body),
         })
     }
@@ -548,7 +549,7 @@ mod tests {
                 .map(|i| {
                     let len = (next() % 1500) as usize;
                     let body: Vec<u8> = (0..len).map(|_| next() as u8).collect();
-                    entry_at(100 + i as i64, &body)
+                    entry_at(100 + i as u64, &body)
                 })
                 .collect();
             cases.push(req(batch, None, PushType::APPEND));
@@ -599,7 +600,7 @@ mod tests {
                 .map(|i| {
                     let len = (next() % 40) as usize;
                     let body: Vec<u8> = (0..len).map(|_| next() as u8).collect();
-                    entry_at(5 + i as i64, &body)
+                    entry_at(5 + i as u64, &body)
                 })
                 .collect();
             let r = req(batch, None, PushType::APPEND);

@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 
 use super::{SimLog, Violation, World};
 use crate::core::Index;
+use crate::types::Shown;
 use crate::wire::messages::{PushType, Request};
 
 /// When the scenario starts (a leader is normally elected by then).
@@ -66,7 +67,7 @@ pub(in crate::sim) struct RetentionScript {
     /// COMPARE/TRUNCATE pushes to `x` per virtual second since its restart.
     per_second: BTreeMap<u64, usize>,
     /// The same, per (second, is COMPARE, index).
-    same: BTreeMap<(u64, bool, Index), usize>,
+    same: BTreeMap<(u64, bool, Option<Index>), usize>,
     /// Most repair pushes `x` got in one virtual second.
     pub max_per_second: usize,
 }
@@ -78,7 +79,10 @@ fn retain<L: SimLog>(w: &mut World<L>, i: usize, below: Index) -> Result<(), Vio
         return Ok(());
     };
     let committed = node.committed_index();
-    let below = below.min(committed + 1).min(node.log().end_index());
+    let Some(end) = node.log().end_index() else {
+        return Ok(()); // nothing to delete
+    };
+    let below = below.min(Index::after(committed)).min(end);
     if below <= node.log().begin_index() {
         return Ok(());
     }
@@ -149,14 +153,18 @@ impl RetentionScript {
 
     fn go_down<L: SimLog>(&mut self, w: &mut World<L>) -> Result<(), Violation> {
         let x = self.x;
-        let committed = w.slots[x].node.as_ref().map(|n| n.committed_index());
-        if let Some(c) = committed.filter(|c| *c >= 0) {
+        let committed = w.slots[x].node.as_ref().and_then(|n| n.committed_index());
+        if let Some(c) = committed {
             if w.rng.next_u64() & 1 == 0 {
                 // Up to everything committed; without `divergent_over_begin`, keep the last
                 // committed entry, so a divergent suffix never starts at `x`'s own begin.
-                let span = if self.divergent_over_begin { c + 1 } else { c };
+                let span = if self.divergent_over_begin {
+                    Index::count_through(Some(c))
+                } else {
+                    c.0
+                };
                 if span >= 1 {
-                    let below = 1 + (w.rng.next_u64() % span as u64) as Index;
+                    let below = Index(1).plus(w.rng.next_u64() % span);
                     retain(w, x, below)?;
                 }
             }
@@ -165,7 +173,7 @@ impl RetentionScript {
         if self.wipe {
             let empty = L::fresh().map_err(|e| w.fail(e))?;
             w.slots[x].down_log = Some(empty);
-            w.slots[x].last_committed = -1;
+            w.slots[x].last_committed = None;
         }
         let down_ms = 2_000 + w.rng.next_u64() % 3_000;
         self.restart_at = w.now + down_ms;
@@ -219,30 +227,32 @@ impl RetentionScript {
         let leader = w.slots[l].node.as_ref()?;
         let xlog = w.slots[self.x].down_log.as_ref()?;
         let need = w.checker.next_needed(xlog, leader.log());
-        let xend = xlog.end_index();
+        let after_xend = xlog.next_index();
+        // Highest index every live member may delete below (none: no member holds an entry).
         let hi = (0..w.opts.nodes)
             .filter(|i| *i != self.x)
             .filter_map(|i| w.slots[i].node.as_ref())
-            .map(|n| (n.committed_index() + 1).min(n.log().end_index()))
+            .map(|n| Some(Index::after(n.committed_index())).min(n.log().end_index()))
             .min()?;
+        let one = Index(1);
         let inside = if self.divergent_over_begin {
-            (need + 1, (xend + 1).min(hi))
+            (need.next(), Some(after_xend).min(hi))
         } else {
-            (1, 0)
+            (one, Some(Index::ZERO))
         };
         let ranges: Vec<(Index, Index)> = [
-            (1, need.min(hi)),            // the leader keeps x's next entry
-            inside,                       // deleted, x's (divergent) end reaches the begin
-            (need.max(xend + 1) + 1, hi), // deleted, x entirely below the begin
+            (one, Some(need).min(hi)),         // the leader keeps x's next entry
+            inside,                            // deleted, x's (divergent) end reaches the begin
+            (need.max(after_xend).next(), hi), // deleted, x entirely below the begin
         ]
         .into_iter()
-        .filter(|(a, b)| a <= b)
+        .filter_map(|(a, b)| b.filter(|b| a <= *b).map(|b| (a, b)))
         .collect();
         if ranges.is_empty() {
-            return Some(hi.max(1));
+            return Some(hi.unwrap_or(Index::ZERO).max(one));
         }
         let (a, b) = ranges[(w.rng.next_u64() % ranges.len() as u64) as usize];
-        Some(a + (w.rng.next_u64() % (b - a + 1) as u64) as Index)
+        Some(a.plus(w.rng.next_u64() % (b.0 - a.0 + 1)))
     }
 
     /// A call leaves for node `to`: count repair pushes to `x` after its restart.
@@ -277,7 +287,7 @@ impl RetentionScript {
             return Err(format!(
                 "SIM-09 busy loop: {:?} at index {} sent to n{} {} times in virtual second {sec} after its restart",
                 p.push_type,
-                p.first_index(),
+                Shown(p.first_index()),
                 self.x,
                 *same
             ));
