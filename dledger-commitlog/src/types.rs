@@ -1,9 +1,11 @@
-//! Numbers that must not mix: log `Index`, leader `Term`, data-log byte `Pos`.
+//! Numbers that must not mix: log `Index`, leader `Term`, data-log byte `Pos`; and the
+//! [`LogEntry`] they describe.
 //!
 //! DLedger puts `-1` on the wire and on disk for "none" (empty log, no committed
 //! index, no term yet). Inside the crate "none" is `Option::None`; the `-1`
 //! convention is converted here and nowhere else (`from_wire` / `to_wire`).
 
+use bytes::Bytes;
 use std::fmt;
 
 /// A wire or disk integer that is negative but not the `-1` "none" marker.
@@ -133,6 +135,18 @@ impl Pos {
     pub fn bytes_since(self, from: Pos) -> u64 {
         self.0.saturating_sub(from.0)
     }
+}
+
+/// One log entry as consensus and the RPCs see it: its index, the term of the leader that
+/// created it, where its header starts in the data address space, and its body. An empty
+/// `body` is the no-op entry a leader appends on election (R1). Here rather than in the core
+/// so that `wire` converts it to and from `DLedgerEntry` without depending on the core.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct LogEntry {
+    pub index: Index,
+    pub term: Term,
+    pub pos: Pos,
+    pub body: Bytes,
 }
 
 /// Displays an optional index, term or position as DLedger writes it (`-1` for none), so

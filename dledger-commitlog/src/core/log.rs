@@ -1,6 +1,7 @@
 //! The replicated log as the core sees it: a small synchronous trait.
 //!
-//! Owns: the entry type and the operations consensus needs. Indexes follow DLedger: the first
+//! Owns: the operations consensus needs (the entry type, [`LogEntry`], lives in
+//! [`crate::types`] so the wire layer can convert it without depending on the core). Indexes follow DLedger: the first
 //! entry has index 0; an empty new log has no end (`end_index() == None`, `end_term() ==
 //! None`). Implementations: [`super::mem_log::MemLog`] (tests, simulator) and, in the runtime,
 //! an adapter over the mmap store. Must not: decide anything about consensus (the core checks
@@ -10,16 +11,7 @@ use bytes::Bytes;
 use std::fmt;
 
 use crate::types::Shown;
-pub use crate::types::{Index, Pos, Term};
-
-/// One log entry. An empty `body` is the no-op entry a leader appends on election (R1).
-#[derive(Clone, PartialEq, Eq, Debug)]
-pub struct LogEntry {
-    pub index: Index,
-    pub term: Term,
-    pub pos: Pos,
-    pub body: Bytes,
-}
+pub use crate::types::{Index, LogEntry, Pos, Term};
 
 /// Why a log operation failed.
 #[derive(Clone, PartialEq, Eq, Debug)]

@@ -23,23 +23,15 @@ use super::entry_handler::FollowerBuffer;
 use super::log::{Index, Pos, RaftLog, Term};
 use super::member_state::{HardState, MemberState, Role};
 use super::quorum_ack::{PendingProposals, ProposalId};
+/// Outbound calls as the wire layer names them: [`Action::Call`] carries a `CallId`, echoed
+/// back in [`Input::Reply`] with the response or a `CallFailure`.
+pub use crate::wire::messages::{CallFailure, CallId};
 use crate::wire::messages::{
     Common, DLedgerCode, LeadershipTransferRequest, Request, Response, VoteResponse, VoteResult,
 };
 
 /// Shell-chosen id of an inbound request, echoed in [`Action::Respond`].
 pub type RequestId = u64;
-/// Core-chosen id of an outbound call, echoed back in [`Input::Reply`].
-pub type CallId = u64;
-
-/// Why an outbound call produced no response.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CallFailure {
-    /// No answer within the RPC timeout.
-    Timeout,
-    /// Connection failed or was refused.
-    Network,
-}
 
 /// Everything that can happen to a node.
 #[derive(Clone, Debug, PartialEq, Eq)]

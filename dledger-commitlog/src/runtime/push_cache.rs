@@ -203,8 +203,7 @@ impl EntryJsonCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::log::LogEntry;
-    use crate::types::{Index, Pos, Term};
+    use crate::types::{Index, LogEntry, Pos, Term};
     use crate::wire::messages::{DLedgerCode, PushType};
     use crate::wire::push_json::encode_push_request;
 

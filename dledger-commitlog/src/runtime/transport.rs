@@ -21,8 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::push_cache::EntryJsonCache;
 use super::types::LedgerStatus;
-use crate::core::{CallFailure, CallId};
-use crate::wire::messages::{Common, DLedgerCode, Request, Response};
+use crate::wire::messages::{CallFailure, CallId, Common, DLedgerCode, Request, Response};
 
 /// Remoting request code of METADATA.
 pub(crate) const REQUEST_CODE_METADATA: i32 = 50_000;

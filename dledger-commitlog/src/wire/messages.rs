@@ -13,8 +13,7 @@ use serde::ser::{SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-use crate::core::log::LogEntry;
-use crate::types::{Index, NegativeWireValue, Pos, Term};
+use crate::types::{Index, LogEntry, NegativeWireValue, Pos, Term};
 
 /// Remoting request code of VOTE.
 pub const REQUEST_CODE_VOTE: i32 = 51001;
@@ -819,6 +818,18 @@ pub enum Request {
     HeartBeat(HeartBeatRequest),
     Push(PushEntryRequest),
     LeadershipTransfer(LeadershipTransferRequest),
+}
+
+/// Id of an outbound call, chosen by the caller (the core) and echoed back with its outcome.
+pub type CallId = u64;
+
+/// Why an outbound call produced no response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallFailure {
+    /// No answer within the RPC timeout.
+    Timeout,
+    /// Connection failed or was refused.
+    Network,
 }
 
 /// Any DLedger response the core produces or consumes.

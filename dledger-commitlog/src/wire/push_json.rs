@@ -490,8 +490,7 @@ pub(crate) fn decode_push_request_in(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::log::LogEntry;
-    use crate::types::{Index, Pos, Term};
+    use crate::types::{Index, LogEntry, Pos, Term};
     use crate::wire::messages::{DLedgerCode, PushType};
     use bytes::Bytes;
 
