@@ -73,7 +73,7 @@ pub async fn commit_change(ctx: &BrokerContext, change: MetadataChange) -> Resul
         .store
         .put_record(METADATA_TOPIC, 0, record, true)
         .await?;
-    wait_applied(ctx, put.position.index).await
+    wait_applied(ctx, put.position.index.raw()).await
 }
 
 /// Waits until this member's dispatcher has passed log index `index` (so its metadata record,

@@ -22,15 +22,13 @@ use std::time::{Duration, Instant};
 
 use dledger_commitlog::Index;
 use observe::{
-    BrokerMetrics, LedgerRoleKind, LogMarks, MetricsServer, PeerSample, QueueRepairs, Registry,
-    ReplicationSample,
+    BrokerMetrics, LogMarks, MetricsServer, PeerSample, QueueRepairs, Registry, ReplicationSample,
 };
 use remoting::{RemotingCommand, RequestCode, ResponseCode};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::BrokerError;
-use crate::role::LedgerRole;
 use crate::store::commit_log::ReplicatedLog;
 use crate::store::consume_queue::ConsumeQueueSet;
 
@@ -131,14 +129,6 @@ pub fn count_size_prefixed(body: &[u8]) -> u64 {
     n
 }
 
-fn role_kind(role: LedgerRole) -> LedgerRoleKind {
-    match role {
-        LedgerRole::Follower => LedgerRoleKind::Follower,
-        LedgerRole::Candidate => LedgerRoleKind::Candidate,
-        LedgerRole::Leader => LedgerRoleKind::Leader,
-    }
-}
-
 /// Follows `log`'s role (every change) and samples its marks and the disk usage under
 /// `store_root` every [`SAMPLE_INTERVAL`] until `stop`.
 pub fn spawn_log_sampler(
@@ -167,7 +157,7 @@ pub fn spawn_log_sampler(
                 (s.role, s.term)
             };
             metrics.record_log(&LogMarks {
-                role: role_kind(r),
+                role: r,
                 term,
                 begin_index: log.begin_index(),
                 end_index: log.end_index(),

@@ -18,13 +18,9 @@
 //! - FOLLOWER always yields `ChangeToSlave` (re-registration is harmless and
 //!   refreshes the name server), CANDIDATE only when not already a slave.
 
-/// The replicated log's role as reported by the ledger.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LedgerRole {
-    Follower,
-    Candidate,
-    Leader,
-}
+/// The replicated log's role as reported by the ledger: DLedger's own role type (the
+/// broker's states are [`BrokerState`]).
+pub use dledger_commitlog::core::Role as LedgerRole;
 
 /// What the broker is right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -24,7 +24,7 @@ use broker::store::commit_log::{
 use broker::store::mem_log::MemLog;
 use bytes::Bytes;
 use common::*;
-use dledger_commitlog::runtime::LedgerRole as RtRole;
+use dledger_commitlog::runtime::Role as RtRole;
 use dledger_commitlog::{Index, Pos, Term};
 use remoting::custom_headers::*;
 use remoting::{ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode};

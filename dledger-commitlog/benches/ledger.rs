@@ -29,7 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use dledger_commitlog::runtime::{Index, Ledger, LedgerOptions, LedgerRole, ProposeError};
+use dledger_commitlog::runtime::{Index, Ledger, LedgerOptions, ProposeError, Role};
 
 struct Point {
     rate: f64,
@@ -209,7 +209,7 @@ async fn start_group(dir: &std::path::Path, n: usize) -> (Vec<Ledger>, usize) {
     loop {
         if let Some(i) = nodes
             .iter()
-            .position(|l| l.role().borrow().role == LedgerRole::Leader)
+            .position(|l| l.role().borrow().role == Role::Leader)
         {
             return (nodes, i);
         }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use dledger_commitlog::runtime::{AppendHook, LedgerRole};
+use dledger_commitlog::runtime::{AppendHook, Role};
 use ledger_common::{free_peers, poll, shutdown_all, start_group};
 
 /// Writes `pos` big-endian into the first 8 bytes of bodies long enough to hold it.
@@ -36,7 +36,7 @@ async fn hook_rewrites_bodies_before_storage_and_replication() {
     let leader = poll("a leader", Duration::from_secs(10), || {
         let mut leaders = nodes
             .iter()
-            .filter(|n| n.role().borrow().role == LedgerRole::Leader);
+            .filter(|n| n.role().borrow().role == Role::Leader);
         match (leaders.next(), leaders.next()) {
             (Some(l), None) => Some(l.clone()),
             _ => None,

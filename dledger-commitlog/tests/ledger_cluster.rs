@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use dledger_commitlog::runtime::{FlushMode, Index, Ledger, LedgerRole, ProposeError};
+use dledger_commitlog::runtime::{FlushMode, Index, Ledger, ProposeError, Role};
 use ledger_common::{
     free_addrs, free_peers, options, poll, shutdown_all, start_group, wait_leader,
 };
@@ -119,7 +119,7 @@ async fn fail_over(
     let new_leader = poll("a new leader", Duration::from_secs(5), || {
         survivors.iter().copied().find(|&i| {
             let r = nodes[i].role().borrow().clone();
-            r.role == LedgerRole::Leader && r.term > old_term
+            r.role == Role::Leader && r.term > old_term
         })
     })
     .await;
@@ -187,7 +187,7 @@ async fn single_member_group_elects_itself_and_commits() {
     let st = l.status();
     assert_eq!(
         (st.role, st.leader_id.as_deref()),
-        (LedgerRole::Leader, Some("n0"))
+        (Role::Leader, Some("n0"))
     );
     assert_eq!(st.committed_index, acked.keys().next_back().copied());
     assert!(matches!(
@@ -253,7 +253,7 @@ async fn three_members_commit_fail_over_and_catch_up() {
     );
 
     let st = nodes[leader].status();
-    assert_eq!(st.role, LedgerRole::Leader);
+    assert_eq!(st.role, Role::Leader);
     assert_eq!(st.peers.len(), 3);
     assert!(st.peers.iter().all(|p| p.alive), "{st:?}");
 
@@ -408,7 +408,7 @@ async fn a_leader_without_quorum_reports_busy_definitely_and_pending_as_indeterm
     );
     // The isolated leader steps down within its lease.
     poll("step down", Duration::from_secs(3), || {
-        (l.role().borrow().role != LedgerRole::Leader).then_some(())
+        (l.role().borrow().role != Role::Leader).then_some(())
     })
     .await;
     assert!(!ProposeError::Busy.is_indeterminate());
@@ -446,7 +446,7 @@ async fn failover_distribution() {
         poll("a new leader", Duration::from_secs(5), || {
             survivors.iter().copied().find(|&i| {
                 let r = nodes[i].role().borrow().clone();
-                r.role == LedgerRole::Leader && r.term > old_term
+                r.role == Role::Leader && r.term > old_term
             })
         })
         .await;

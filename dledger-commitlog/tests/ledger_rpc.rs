@@ -8,7 +8,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use dledger_commitlog::runtime::{Index, Ledger, LedgerOptions, LedgerRole};
+use dledger_commitlog::runtime::{Index, Ledger, LedgerOptions, Role};
 use remoting::{ClientConfig, RemotingClient, RemotingCommand, RequestCode, ResponseCode};
 
 async fn single_leader(dir: &std::path::Path) -> (Ledger, SocketAddr) {
@@ -26,7 +26,7 @@ async fn single_leader(dir: &std::path::Path) -> (Ledger, SocketAddr) {
     o.store.index_segment_bytes = 32 * 1024;
     let l = Ledger::start(o).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while l.role().borrow().role != LedgerRole::Leader {
+    while l.role().borrow().role != Role::Leader {
         assert!(Instant::now() < deadline, "no leader");
         tokio::time::sleep(Duration::from_millis(2)).await;
     }

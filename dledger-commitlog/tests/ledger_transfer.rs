@@ -12,7 +12,7 @@ mod ledger_common;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use dledger_commitlog::runtime::{DLedgerCode, Ledger, LedgerRole, Term, TransferError};
+use dledger_commitlog::runtime::{DLedgerCode, Ledger, Role, Term, TransferError};
 use ledger_common::{free_peers, shutdown_all, start_group, wait_leader};
 use remoting::{ClientConfig, RemotingClient, RemotingCommand, RequestCode};
 
@@ -116,7 +116,7 @@ async fn transfer_failures_are_typed_and_definite_and_success_still_works() {
             && took < Duration::from_millis(WAIT_MS + 1_000),
         "failed after {took:?}"
     );
-    assert_eq!(leader.role().borrow().role, LedgerRole::Leader);
+    assert_eq!(leader.role().borrow().role, Role::Leader);
     leader
         .propose(Bytes::from_static(b"after the failed transfer"))
         .await

@@ -19,33 +19,31 @@ use crate::metric::{Counter, Gauge};
 use crate::namesrv_metrics::{render_counters, render_gauges};
 use crate::registry::Collect;
 
-/// DLedger member role, with the numeric code of the `dledger_role` gauge.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LedgerRoleKind {
-    Follower = 0,
-    Candidate = 1,
-    Leader = 2,
+/// DLedger member role: the ledger's own role type, under the name the metrics use.
+pub use dledger_commitlog::core::Role as LedgerRoleKind;
+
+/// Every role, in the order of their `dledger_role` gauge codes.
+const ROLES: [LedgerRoleKind; 3] = [
+    LedgerRoleKind::Follower,
+    LedgerRoleKind::Candidate,
+    LedgerRoleKind::Leader,
+];
+
+/// The `role` label value of `role`.
+pub fn role_label(role: LedgerRoleKind) -> &'static str {
+    match role {
+        LedgerRoleKind::Follower => "follower",
+        LedgerRoleKind::Candidate => "candidate",
+        LedgerRoleKind::Leader => "leader",
+    }
 }
 
-impl LedgerRoleKind {
-    const ALL: [LedgerRoleKind; 3] = [
-        LedgerRoleKind::Follower,
-        LedgerRoleKind::Candidate,
-        LedgerRoleKind::Leader,
-    ];
-
-    /// The `role` label value.
-    pub fn label(self) -> &'static str {
-        match self {
-            LedgerRoleKind::Follower => "follower",
-            LedgerRoleKind::Candidate => "candidate",
-            LedgerRoleKind::Leader => "leader",
-        }
-    }
-
-    /// The gauge value (0 follower, 1 candidate, 2 leader).
-    pub fn code(self) -> i64 {
-        self as i64
+/// The `dledger_role` gauge value of `role` (0 follower, 1 candidate, 2 leader).
+pub fn role_code(role: LedgerRoleKind) -> i64 {
+    match role {
+        LedgerRoleKind::Follower => 0,
+        LedgerRoleKind::Candidate => 1,
+        LedgerRoleKind::Leader => 2,
     }
 }
 
@@ -307,7 +305,7 @@ impl BrokerMetrics {
             pull_latency: LatencyHistogram::default(),
             messages_pulled: Counter::new(),
             role: Gauge::new(),
-            role_active: Family::new(&["role"], LedgerRoleKind::ALL.map(|r| [r.label()])),
+            role_active: Family::new(&["role"], ROLES.map(|r| [role_label(r)])),
             last_role: AtomicI64::new(-1),
             role_changes: Counter::new(),
             term: Gauge::new(),
@@ -361,14 +359,14 @@ impl BrokerMetrics {
     /// Records the current role (from a sample or a role-change event); counts a change when
     /// it differs from the last role seen.
     pub fn observe_role(&self, role: LedgerRoleKind) {
-        let code = role.code();
+        let code = role_code(role);
         let previous = self.last_role.swap(code, Ordering::Relaxed);
         if previous >= 0 && previous != code {
             self.role_changes.inc();
         }
         self.role.set(code);
-        for r in LedgerRoleKind::ALL {
-            if let Some(g) = self.role_active.at(r as usize) {
+        for (i, r) in ROLES.into_iter().enumerate() {
+            if let Some(g) = self.role_active.at(i) {
                 g.set(i64::from(r == role));
             }
         }

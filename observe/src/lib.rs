@@ -34,8 +34,8 @@ pub mod namesrv_metrics;
 pub mod registry;
 
 pub use broker_metrics::{
-    BrokerMetrics, LedgerRoleKind, LedgerSample, LogMarks, PeerSample, PullOutcome, QueueRepairs,
-    ReplicationSample, SendOutcome,
+    role_code, role_label, BrokerMetrics, LedgerRoleKind, LedgerSample, LogMarks, PeerSample,
+    PullOutcome, QueueRepairs, ReplicationSample, SendOutcome,
 };
 pub use error::ObserveError;
 pub use exposition::{Desc, Exposition, MetricKind};

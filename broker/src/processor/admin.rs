@@ -19,9 +19,8 @@ use crate::context::{now_ms, BrokerContext, ServingRole};
 use crate::error::BrokerError;
 use crate::message::topic as names;
 use crate::message::MessageError;
-use crate::store::commit_log::{LedgerRole, ReplicatedLog};
+use crate::store::commit_log::ReplicatedLog;
 use crate::store::topics::{topic_config, MULTI_TAG, SINGLE_TAG};
-use dledger_commitlog::runtime::LedgerRole as RtRole;
 use dledger_commitlog::types::Shown;
 
 /// Largest legal topic perm: Java `PermName.isValid` (READ | WRITE | INHERIT, no PRIORITY).
@@ -238,12 +237,7 @@ pub fn dledger_runtime_keys(log: &dyn ReplicatedLog) -> Vec<(String, String)> {
     let mut kv = |k: &str, v: String| out.push((k.to_owned(), v));
     match log.status() {
         Some(s) => {
-            let role = match s.role {
-                RtRole::Leader => "LEADER",
-                RtRole::Follower => "FOLLOWER",
-                RtRole::Candidate => "CANDIDATE",
-            };
-            kv("dledgerRole", role.into());
+            kv("dledgerRole", s.role.as_str().into());
             kv("dledgerTerm", s.term.to_string());
             kv("dledgerLeaderId", s.leader_id.unwrap_or_default());
             // Shown: DLedger's -1 for none, as mqadmin expects.
@@ -272,12 +266,7 @@ pub fn dledger_runtime_keys(log: &dyn ReplicatedLog) -> Vec<(String, String)> {
         }
         None => {
             let r = log.role().borrow().clone();
-            let role = match r.role {
-                LedgerRole::Leader => "LEADER",
-                LedgerRole::Follower => "FOLLOWER",
-                LedgerRole::Candidate => "CANDIDATE",
-            };
-            kv("dledgerRole", role.into());
+            kv("dledgerRole", r.role.as_str().into());
             kv("dledgerTerm", r.term.to_string());
             kv("dledgerLeaderId", r.leader_id.unwrap_or_default());
             kv("dledgerBeginIndex", log.begin_index().to_string());

@@ -29,6 +29,7 @@ use crate::message::{
     decode_batch, offset_msg_id, sysflag, topic as names, MessageError, MessageProperties,
 };
 use crate::processor::{find_group, retry_queue_nums};
+use crate::store::commit_log::physical_offset;
 use crate::store::delay_offsets::SCHEDULE_ORIGIN_PROPERTY;
 use crate::store::message_store::PutOne;
 use crate::store::topics::perm;
@@ -263,7 +264,7 @@ fn single_response(
     r: &PutOne,
     uniq: Option<&str>,
 ) -> RemotingCommand {
-    let id = OffsetMsgId::new(ctx.store_host, r.position.physical_offset());
+    let id = OffsetMsgId::new(ctx.store_host, physical_offset(&r.position));
     success_response(ctx, id.as_str(), queue_id, r.queue_offset, uniq)
 }
 
@@ -627,7 +628,7 @@ async fn send_batch(
     let ids: Vec<String> = r
         .positions
         .iter()
-        .map(|p| offset_msg_id(store_host, p.physical_offset()))
+        .map(|p| offset_msg_id(store_host, physical_offset(p)))
         .collect();
     let uniq = uniqs.join(",");
     Ok(success_response(

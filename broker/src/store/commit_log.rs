@@ -22,20 +22,14 @@ use tokio::sync::watch;
 use crate::message::record::DLEDGER_ENTRY_HEADER_LEN;
 pub use crate::role::LedgerRole;
 
-/// Where a committed proposal landed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LogPosition {
-    /// Log index.
-    pub index: i64,
-    /// Entry position in the data address space (record phys offset = pos + 48).
-    pub pos: i64,
-}
+/// Where a committed proposal landed: the ledger's own result type (log index, entry
+/// position in the data address space).
+pub use dledger_commitlog::core::Appended;
 
-impl LogPosition {
-    /// RocketMQ physical offset of the record held by this entry.
-    pub fn physical_offset(&self) -> i64 {
-        self.pos + DLEDGER_ENTRY_HEADER_LEN
-    }
+/// RocketMQ physical offset of the record held by the entry `a` (pos + 48): where the
+/// broker turns a DLedger position into a RocketMQ number.
+pub fn physical_offset(a: &Appended) -> i64 {
+    a.pos.raw() + DLEDGER_ENTRY_HEADER_LEN
 }
 
 /// Why a proposal failed; [`ProposeFailure::is_indeterminate`] tells whether it may still
@@ -157,7 +151,7 @@ impl CommitWatch {
 }
 
 /// Future of a proposal.
-pub type ProposeFuture = Pin<Box<dyn Future<Output = Result<LogPosition, ProposeFailure>> + Send>>;
+pub type ProposeFuture = Pin<Box<dyn Future<Output = Result<Appended, ProposeFailure>> + Send>>;
 
 /// The replicated log as the broker sees it.
 pub trait ReplicatedLog: Send + Sync + 'static {

@@ -21,8 +21,8 @@ use dledger_commitlog::Index;
 use tokio::sync::watch;
 
 use super::commit_log::{
-    CommitMark, CommitWatch, LedgerRole, LogEntry, LogEntryRef, LogPosition, LogRoleState,
-    ProposeFailure, ProposeFuture, ReplicatedLog,
+    CommitMark, CommitWatch, LogEntry, LogEntryRef, LogRoleState, ProposeFailure, ProposeFuture,
+    ReplicatedLog,
 };
 
 /// The runtime ledger seen as a [`ReplicatedLog`].
@@ -37,11 +37,7 @@ pub struct LedgerLog {
 
 fn map_role(r: &rt::RoleState) -> LogRoleState {
     LogRoleState {
-        role: match r.role {
-            rt::LedgerRole::Follower => LedgerRole::Follower,
-            rt::LedgerRole::Candidate => LedgerRole::Candidate,
-            rt::LedgerRole::Leader => LedgerRole::Leader,
-        },
+        role: r.role,
         term: r.term.raw(),
         leader_id: r.leader_id.clone(),
     }
@@ -56,6 +52,9 @@ fn map_error(e: rt::ProposeError) -> ProposeFailure {
         }
         rt::ProposeError::DiskFull => ProposeFailure::Busy("disk full".into()),
         rt::ProposeError::Storage(s) => ProposeFailure::Unavailable(s),
+        rt::ProposeError::EmptyBody => {
+            ProposeFailure::Unavailable("empty bodies are reserved for the election no-op".into())
+        }
         rt::ProposeError::Shutdown => ProposeFailure::Unavailable("ledger shut down".into()),
         rt::ProposeError::Timeout => ProposeFailure::Timeout,
         rt::ProposeError::TermChanged => ProposeFailure::TermChanged,
@@ -92,16 +91,7 @@ impl LedgerLog {
 impl ReplicatedLog for LedgerLog {
     fn propose(&self, body: Bytes) -> ProposeFuture {
         let ledger = self.ledger.clone();
-        Box::pin(async move {
-            ledger
-                .propose(body)
-                .await
-                .map(|c| LogPosition {
-                    index: c.index.raw(),
-                    pos: c.pos.raw(),
-                })
-                .map_err(map_error)
-        })
+        Box::pin(async move { ledger.propose(body).await.map_err(map_error) })
     }
 
     fn role(&self) -> watch::Receiver<LogRoleState> {

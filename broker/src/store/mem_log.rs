@@ -13,10 +13,11 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
 
 use super::commit_log::{
-    CommitMark, CommitWatch, LedgerRole, LogEntry, LogPosition, LogRoleState, ProposeFailure,
+    Appended, CommitMark, CommitWatch, LedgerRole, LogEntry, LogRoleState, ProposeFailure,
     ProposeFuture, ReplicatedLog,
 };
 use crate::message::record::{stamp_physical_offset, DLEDGER_ENTRY_HEADER_LEN};
+use dledger_commitlog::{Index, Pos};
 
 #[derive(Debug, Default)]
 struct Entries {
@@ -68,7 +69,7 @@ impl MemLog {
         });
     }
 
-    fn append(&self, body: Bytes) -> Result<LogPosition, ProposeFailure> {
+    fn append(&self, body: Bytes) -> Result<Appended, ProposeFailure> {
         if self.role_tx.borrow().role != LedgerRole::Leader {
             return Err(ProposeFailure::NotLeader);
         }
@@ -87,7 +88,10 @@ impl MemLog {
         drop(g);
         self.committed_tx
             .send_replace(CommitMark { index, end_pos });
-        Ok(LogPosition { index, pos })
+        Ok(Appended {
+            index: Index(index as u64),
+            pos: Pos(pos as u64),
+        })
     }
 }
 
@@ -163,6 +167,7 @@ impl ReplicatedLog for MemLog {
 mod tests {
     use super::*;
     use crate::message::record::{CrcCheck, RecordView};
+    use crate::store::commit_log::physical_offset;
 
     fn record() -> Bytes {
         use crate::store::test_support::{encode, record_fields};
@@ -175,15 +180,22 @@ mod tests {
         // The election no-op (empty body) is stored untouched.
         let noop = log.propose(Bytes::new()).await.unwrap();
         assert_eq!(
-            log.committed_entry(noop.index).unwrap().unwrap().body.len(),
+            log.committed_entry(noop.index.raw())
+                .unwrap()
+                .unwrap()
+                .body
+                .len(),
             0
         );
         for _ in 0..2 {
             let p = log.propose(record()).await.unwrap();
-            let stored = log.read_message(p.physical_offset()).unwrap();
+            let stored = log.read_message(physical_offset(&p)).unwrap();
             let view = RecordView::parse(&stored, CrcCheck::Verify).unwrap();
-            assert_eq!(view.physical_offset, p.pos + DLEDGER_ENTRY_HEADER_LEN);
-            assert_eq!(log.committed_entry(p.index).unwrap().unwrap().body, stored);
+            assert_eq!(view.physical_offset, p.pos.raw() + DLEDGER_ENTRY_HEADER_LEN);
+            assert_eq!(
+                log.committed_entry(p.index.raw()).unwrap().unwrap().body,
+                stored
+            );
         }
     }
 }

@@ -33,7 +33,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::commit_log::{min_physical_offset, LogPosition, ProposeFailure, ReplicatedLog};
+use super::commit_log::{min_physical_offset, Appended, ProposeFailure, ReplicatedLog};
 use super::consume_queue::{ConsumeQueueSet, TimeBoundary};
 use super::delay_offsets::DelayOffsetTable;
 use super::dispatcher::{DispatchMark, Dispatcher};
@@ -46,7 +46,6 @@ use crate::config::BrokerConfig;
 use crate::error::{AppendRefusal, BrokerError};
 use crate::message::record::{
     patch_queue_offset, read_queue_offset, read_store_timestamp, read_sys_flag,
-    DLEDGER_ENTRY_HEADER_LEN,
 };
 use crate::message::sysflag;
 use crate::role::WaterMarks;
@@ -64,7 +63,7 @@ pub struct PutOne {
     /// Queue offset of the record (0 for a record that takes none).
     pub queue_offset: i64,
     /// Where it landed.
-    pub position: LogPosition,
+    pub position: Appended,
 }
 
 /// Outcome of a successful put.
@@ -73,7 +72,7 @@ pub struct PutResult {
     /// Queue offset of the first record (0 for records that take none).
     pub first_queue_offset: i64,
     /// Where each record landed.
-    pub positions: Vec<LogPosition>,
+    pub positions: Vec<Appended>,
 }
 
 /// Store lookup status of a pull (Java `GetMessageStatus`).
@@ -779,11 +778,6 @@ impl MessageStore {
         }
         self.log.shutdown().await;
     }
-
-    /// The record's physical offset for an entry position.
-    pub fn physical_offset_of(pos: &LogPosition) -> i64 {
-        pos.pos + DLEDGER_ENTRY_HEADER_LEN
-    }
 }
 
 impl Drop for MessageStore {
@@ -832,12 +826,12 @@ fn advance_queue_offset(table: &mut QueueOffsets, topic: &str, queue_id: i32, ne
 }
 
 enum Proposal {
-    Done(Result<LogPosition, ProposeFailure>),
+    Done(Result<Appended, ProposeFailure>),
     Waiting(super::commit_log::ProposeFuture),
 }
 
 impl Proposal {
-    async fn wait(self) -> Result<LogPosition, ProposeFailure> {
+    async fn wait(self) -> Result<Appended, ProposeFailure> {
         match self {
             Proposal::Done(r) => r,
             Proposal::Waiting(f) => f.await,
@@ -998,7 +992,7 @@ mod tests {
                 .propose(record_with("T", off, 0).freeze())
                 .await
                 .unwrap();
-            assert_eq!(p.index, i as i64);
+            assert_eq!(p.index, dledger_commitlog::Index(i as u64));
         }
         let store = MessageStore::open(&cfg(dir.path()), Arc::new(log), host).unwrap();
         let mut rx = store.dispatched();

@@ -28,6 +28,7 @@ use crate::error::BrokerError;
 use crate::message::properties::keys;
 use crate::message::record::{encode_record, CrcCheck, MagicPolicy, RecordView};
 use crate::message::{offset_msg_id, topic as names, MessageProperties};
+use crate::store::commit_log::physical_offset;
 use crate::store::topics::perm;
 
 /// Op records read per round and queue (bounds memory).
@@ -188,7 +189,7 @@ async fn put_back(
         .store
         .put_records(view.topic, view.queue_id, vec![rec], true)
         .await?;
-    let phys = r.positions.first().map_or(0, |p| p.physical_offset());
+    let phys = r.positions.first().map_or(0, physical_offset);
     Ok((r.first_queue_offset, phys, copy))
 }
 

@@ -52,39 +52,62 @@ pub enum Input {
     LogFlushed { index: Option<Index> },
 }
 
-/// Where a proposal landed.
+/// Where a committed proposal landed: the one result type of an append, from the core
+/// through the runtime (`Ledger::propose`) to the broker (`ReplicatedLog::propose`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Appended {
+    /// Log index of the entry.
     pub index: Index,
+    /// Data position of the entry's header (RocketMQ physical offset = `pos + 48`).
     pub pos: Pos,
 }
 
-/// Why a proposal failed. `Timeout` and `TermChanged` are indeterminate (the entry may still
-/// commit, R14); the others are definite (nothing was appended).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Why a proposal failed; the one proposal error of the core and the runtime
+/// (`Ledger::propose`). `Timeout` and `TermChanged` are indeterminate (the entry may still
+/// commit, R14): the caller must not report a definite failure. The others are definite:
+/// nothing was appended, retrying cannot duplicate.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ProposeError {
     /// Not the leader; the known leader's id, if any.
+    #[error("not the leader (leader: {leader:?})")]
     NotLeader { leader: Option<String> },
     /// A leadership transfer is running (LEADER_TRANSFERRING 506).
+    #[error("leadership transfer in progress")]
     Transferring,
-    /// `maxPendingRequestsNum` proposals already wait (LEADER_PENDING_FULL 503).
+    /// `maxPendingRequestsNum` proposals already wait, or the runtime's proposal queue is
+    /// full (LEADER_PENDING_FULL 503).
+    #[error("pending window full (maxPendingRequestsNum)")]
     Busy,
     /// The log refused the append for lack of space (DISK_FULL 415).
+    #[error("disk full")]
     DiskFull,
-    /// The log refused the append (DISK_ERROR 414).
+    /// The log refused the append (DISK_ERROR 414); the runtime also refuses empty and
+    /// oversized bodies with this before they reach the core.
+    #[error("storage: {0}")]
     Storage(String),
-    /// Empty bodies are reserved for the election no-op.
+    /// Empty bodies are reserved for the election no-op (the runtime refuses them earlier,
+    /// as `Storage`).
+    #[error("empty bodies are reserved for the election no-op")]
     EmptyBody,
     /// Not committed within `maxWaitAckTimeMs` (WAIT_QUORUM_ACK_TIMEOUT 502): indeterminate.
+    #[error("not committed in time (indeterminate)")]
     Timeout,
     /// Leadership lost before commit (TERM_CHANGED 501): indeterminate.
+    #[error("leadership changed before commit (indeterminate)")]
     TermChanged,
+    /// The runtime is shut down; the proposal never reached the core.
+    #[error("ledger shut down")]
+    Shutdown,
 }
 
 impl ProposeError {
     /// True when the entry was certainly not appended (safe to retry without duplicates).
     pub fn is_definite(&self) -> bool {
-        !matches!(self, ProposeError::Timeout | ProposeError::TermChanged)
+        !self.is_indeterminate()
+    }
+    /// True when the entry may still have been committed (R14): report "unknown", not failure.
+    pub fn is_indeterminate(&self) -> bool {
+        matches!(self, ProposeError::Timeout | ProposeError::TermChanged)
     }
     /// The DLedger code for this error.
     pub fn code(&self) -> DLedgerCode {
@@ -97,6 +120,7 @@ impl ProposeError {
             ProposeError::EmptyBody => DLedgerCode::UNEXPECTED_ARGUMENT,
             ProposeError::Timeout => DLedgerCode::WAIT_QUORUM_ACK_TIMEOUT,
             ProposeError::TermChanged => DLedgerCode::TERM_CHANGED,
+            ProposeError::Shutdown => DLedgerCode::INTERNAL_ERROR,
         }
     }
 }

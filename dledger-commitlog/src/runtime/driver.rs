@@ -24,8 +24,10 @@ use tokio::time::MissedTickBehavior;
 use super::error::{ProposeError, TransferError};
 use super::log_adapter::StoreLog;
 use super::transport::{NetEvent, OutCall, PeerLiveness};
-use super::types::{Committed, CommittedMark, LedgerRole, LedgerStatus, PeerStatus, RoleState};
-use crate::core::{Action, CallFailure, Input, Node, ProposalId, RaftLog, RequestId, Role};
+use super::types::{CommittedMark, LedgerStatus, PeerStatus, RoleState};
+use crate::core::{
+    Action, Appended, CallFailure, Input, Node, ProposalId, RaftLog, RequestId, Role,
+};
 use crate::store::FlushProgress;
 use crate::types::Index;
 
@@ -39,7 +41,7 @@ const STATUS_MS: u64 = 50;
 /// A client append waiting for its outcome.
 pub(crate) struct Proposal {
     pub body: Bytes,
-    pub reply: oneshot::Sender<Result<Committed, ProposeError>>,
+    pub reply: oneshot::Sender<Result<Appended, ProposeError>>,
 }
 
 /// Requests from the [`super::Ledger`] handle other than proposals.
@@ -83,7 +85,7 @@ pub(crate) struct Driver {
     pub epoch: Instant,
     pub peers: Vec<Peer>,
     pub out: Outlets,
-    waiters: HashMap<ProposalId, oneshot::Sender<Result<Committed, ProposeError>>>,
+    waiters: HashMap<ProposalId, oneshot::Sender<Result<Appended, ProposeError>>>,
     next_proposal: ProposalId,
     requests: HashMap<RequestId, oneshot::Sender<Response>>,
     next_request: RequestId,
@@ -292,18 +294,12 @@ impl Driver {
             }
             Action::ProposeDone { id, result } => {
                 if let Some(tx) = self.waiters.remove(&id) {
-                    let r = result
-                        .map(|a| Committed {
-                            index: a.index,
-                            pos: a.pos,
-                        })
-                        .map_err(ProposeError::from);
-                    let _ = tx.send(r);
+                    let _ = tx.send(result);
                 }
             }
             Action::RoleChanged { role, term, leader } => {
                 let rs = RoleState {
-                    role: role.into(),
+                    role,
                     term,
                     leader_id: leader,
                 };
@@ -417,7 +413,7 @@ impl Driver {
             .collect();
         let st = LedgerStatus {
             self_id: me.to_owned(),
-            role: LedgerRole::from(n.role()),
+            role: n.role(),
             term: n.term(),
             leader_id: n.leader_id().map(str::to_owned),
             begin_index: Some(log.begin_index()),
@@ -459,7 +455,7 @@ impl Driver {
         }
         self.refresh_status();
         let last = RoleState {
-            role: LedgerRole::Candidate,
+            role: Role::Candidate,
             term: self.node.term(),
             leader_id: None,
         };
@@ -469,7 +465,7 @@ impl Driver {
         }
         {
             let mut st = self.out.status.lock().unwrap_or_else(|e| e.into_inner());
-            st.role = LedgerRole::Candidate;
+            st.role = Role::Candidate;
             st.leader_id = None;
         }
         let me = self.node.config().self_id.clone();

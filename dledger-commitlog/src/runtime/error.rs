@@ -1,66 +1,14 @@
-//! Errors at the runtime boundary: proposal outcomes (definite vs indeterminate, R14),
-//! leadership transfer outcomes, start-up failures and option parsing.
+//! Errors at the runtime boundary: proposal outcomes (the core's [`ProposeError`], definite
+//! vs indeterminate, R14), leadership transfer outcomes, start-up failures and option
+//! parsing.
 
 use crate::core;
 use crate::store::StoreError;
 use crate::wire::messages::DLedgerCode;
 
-/// Why a proposal did not commit.
-///
-/// `Timeout` and `TermChanged` are indeterminate: the entry may still commit (R14) and the
-/// caller must not report a definite failure. Every other variant is definite: nothing was
-/// appended, retrying cannot duplicate.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ProposeError {
-    /// This member is not the leader; the known leader, if any.
-    #[error("not the leader (leader: {leader:?})")]
-    NotLeader { leader: Option<String> },
-    /// `maxPendingRequestsNum` proposals already wait (or the proposal queue is full).
-    #[error("pending window full (maxPendingRequestsNum)")]
-    Busy,
-    /// A leadership transfer is in progress.
-    #[error("leadership transfer in progress")]
-    Transferring,
-    /// The log has no room (disk usage above the disk-full ratio).
-    #[error("disk full")]
-    DiskFull,
-    /// The log refused the entry (disk error, empty or oversized body).
-    #[error("storage: {0}")]
-    Storage(String),
-    /// Not committed within `maxWaitAckTimeMs`; may still commit.
-    #[error("not committed in time (indeterminate)")]
-    Timeout,
-    /// Leadership was lost before the entry committed; may still commit.
-    #[error("leadership changed before commit (indeterminate)")]
-    TermChanged,
-    /// The ledger is shut down; the proposal never reached the log.
-    #[error("ledger shut down")]
-    Shutdown,
-}
-
-impl ProposeError {
-    /// True when the entry may still have been committed (R14): report "unknown", not failure.
-    pub fn is_indeterminate(&self) -> bool {
-        matches!(self, ProposeError::Timeout | ProposeError::TermChanged)
-    }
-}
-
-impl From<core::ProposeError> for ProposeError {
-    fn from(e: core::ProposeError) -> Self {
-        match e {
-            core::ProposeError::NotLeader { leader } => ProposeError::NotLeader { leader },
-            core::ProposeError::Transferring => ProposeError::Transferring,
-            core::ProposeError::Busy => ProposeError::Busy,
-            core::ProposeError::DiskFull => ProposeError::DiskFull,
-            core::ProposeError::Storage(s) => ProposeError::Storage(s),
-            core::ProposeError::EmptyBody => {
-                ProposeError::Storage("empty bodies are reserved for the election no-op".into())
-            }
-            core::ProposeError::Timeout => ProposeError::Timeout,
-            core::ProposeError::TermChanged => ProposeError::TermChanged,
-        }
-    }
-}
+/// Why a proposal did not commit: the core's error, also the runtime's (see
+/// [`core::ProposeError`]; `Shutdown` is the runtime's own).
+pub use crate::core::ProposeError;
 
 /// Why [`super::Ledger::transfer_leadership`] did not hand leadership to the target.
 ///

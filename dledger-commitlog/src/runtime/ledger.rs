@@ -16,8 +16,8 @@ use super::log_adapter::StoreLog;
 use super::options::LedgerOptions;
 use super::push_cache::EntryJsonCache;
 use super::transport::{peer_task, PeerLiveness, RpcService};
-use super::types::{Committed, CommittedMark, LedgerRole, LedgerStatus, RoleState};
-use crate::core::{HardState, Node};
+use super::types::{CommittedMark, LedgerStatus, RoleState};
+use crate::core::{Appended, HardState, Node, Role};
 use crate::store::{Store, StoreError, StoreReader};
 
 /// Capacity of the network inbox (requests and replies from every peer).
@@ -105,7 +105,7 @@ impl Ledger {
         .map_err(LedgerError::Config)?;
 
         let initial_role = RoleState {
-            role: LedgerRole::Candidate,
+            role: Role::Candidate,
             term: node.term(),
             leader_id: None,
         };
@@ -118,7 +118,7 @@ impl Ledger {
         let (committed_tx, committed_rx) = watch::channel(initial_mark);
         let status = Arc::new(Mutex::new(LedgerStatus {
             self_id: opts.self_id.clone(),
-            role: LedgerRole::Candidate,
+            role: Role::Candidate,
             term: node.term(),
             leader_id: None,
             begin_index: None,
@@ -227,7 +227,7 @@ impl Ledger {
     /// Appends `body` as one log entry; resolves when committed by a quorum (and flushed, in
     /// sync mode). `NotLeader`, `Busy`, `Transferring`, `DiskFull`, `Storage` and `Shutdown`
     /// are definite; `Timeout` and `TermChanged` are indeterminate (the entry may commit).
-    pub async fn propose(&self, body: Bytes) -> Result<Committed, ProposeError> {
+    pub async fn propose(&self, body: Bytes) -> Result<Appended, ProposeError> {
         if body.is_empty() {
             return Err(ProposeError::Storage(
                 "empty bodies are reserved for the election no-op".into(),
@@ -242,7 +242,7 @@ impl Ledger {
         }
         {
             let r = self.inner.role.borrow();
-            if r.role != LedgerRole::Leader {
+            if r.role != Role::Leader {
                 return Err(ProposeError::NotLeader {
                     leader: r.leader_id.clone(),
                 });
@@ -334,7 +334,7 @@ impl Ledger {
     /// Best effort, bounded by one lease; the stop goes on whatever happens.
     async fn hand_over_before_stop(&self) {
         let st = self.status();
-        if st.role != LedgerRole::Leader {
+        if st.role != Role::Leader {
             return;
         }
         let best = st

@@ -14,7 +14,7 @@
 //!   rpc server (remoting) ─ decodes DLedger bodies ─► network inbox ─► core ─► Respond
 //! ```
 //!
-//! Numbers at this boundary are the crate's newtypes: [`Committed`], [`CommittedMark`],
+//! Numbers at this boundary are the crate's newtypes: [`Appended`], [`CommittedMark`],
 //! [`RoleState`] and [`LedgerStatus`] carry [`Index`], [`Term`] and [`Pos`], with `Option`
 //! where DLedger writes `-1` for none; only the wire and the files use DLedger's `-1`.
 //!
@@ -50,11 +50,11 @@ mod transport;
 mod types;
 
 pub use crate::config::{FlushMode, LedgerConfig};
-pub use crate::core::CoreConfig;
+pub use crate::core::{Appended, CoreConfig, Role};
 pub use crate::store::{EntryRef, StoreError, StoreReader, StoredEntry};
 pub use crate::types::{Index, Pos, Term};
 pub use crate::wire::messages::DLedgerCode;
 pub use error::{LedgerError, OptionError, ProposeError, TransferError};
 pub use ledger::Ledger;
 pub use options::{parse_peers, AppendHook, LedgerOptions};
-pub use types::{Committed, CommittedMark, LedgerRole, LedgerStatus, PeerStatus, RoleState};
+pub use types::{CommittedMark, LedgerStatus, PeerStatus, RoleState};

@@ -1,43 +1,17 @@
-//! Plain values the [`super::Ledger`] hands out: proposal results, role and commit marks,
-//! status snapshots. Indexes, terms and positions are the crate's newtypes ([`Index`],
-//! [`Term`], [`Pos`]), `None` where DLedger says `-1`.
+//! Plain values the [`super::Ledger`] hands out: role and commit marks, status snapshots
+//! (a proposal's result is the core's [`crate::core::Appended`], its role the core's
+//! [`Role`]). Indexes, terms and positions are the crate's newtypes ([`Index`], [`Term`],
+//! [`Pos`]), `None` where DLedger says `-1`.
 
 use std::net::SocketAddr;
 
 use crate::core::Role;
 use crate::types::{Index, Pos, Term};
 
-/// Where a committed proposal landed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Committed {
-    /// Log index of the entry.
-    pub index: Index,
-    /// Data position of the entry's header (RocketMQ physical offset = `pos + 48`).
-    pub pos: Pos,
-}
-
-/// DLedger member role.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum LedgerRole {
-    Follower,
-    Candidate,
-    Leader,
-}
-
-impl From<Role> for LedgerRole {
-    fn from(r: Role) -> Self {
-        match r {
-            Role::Follower => LedgerRole::Follower,
-            Role::Candidate => LedgerRole::Candidate,
-            Role::Leader => LedgerRole::Leader,
-        }
-    }
-}
-
 /// Role, term and known leader of this member.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RoleState {
-    pub role: LedgerRole,
+    pub role: Role,
     pub term: Term,
     pub leader_id: Option<String>,
 }
@@ -71,7 +45,7 @@ pub struct PeerStatus {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LedgerStatus {
     pub self_id: String,
-    pub role: LedgerRole,
+    pub role: Role,
     pub term: Term,
     pub leader_id: Option<String>,
     /// First retained index (none until the first snapshot).

@@ -9,7 +9,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use dledger_commitlog::runtime::{Ledger, LedgerOptions, LedgerRole};
+use dledger_commitlog::runtime::{Ledger, LedgerOptions, Role};
 
 pub fn free_addrs(n: usize) -> Vec<SocketAddr> {
     let ls: Vec<TcpListener> = (0..n)
@@ -82,7 +82,7 @@ pub async fn poll<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<
 pub async fn wait_leader(nodes: &[Ledger], limit: Duration) -> usize {
     poll("a leader", limit, || {
         let leaders: Vec<usize> = (0..nodes.len())
-            .filter(|&i| nodes[i].role().borrow().role == LedgerRole::Leader)
+            .filter(|&i| nodes[i].role().borrow().role == Role::Leader)
             .collect();
         if leaders.len() != 1 {
             return None;

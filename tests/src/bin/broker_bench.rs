@@ -45,7 +45,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use dledger_commitlog::runtime::{Ledger, LedgerOptions, LedgerRole};
+use dledger_commitlog::runtime::{Ledger, LedgerOptions, Role};
 use remoting::RemotingCommand;
 use tests::client::{Client, Queue};
 use tests::cluster::{free_port, Bins, Group, NameSrv};
@@ -234,7 +234,7 @@ fn percentile(v: &mut [u64], p: f64) -> u64 {
 fn current_leader(ledgers: &[Ledger]) -> Option<Ledger> {
     ledgers
         .iter()
-        .find(|l| l.role().borrow().role == LedgerRole::Leader)
+        .find(|l| l.role().borrow().role == Role::Leader)
         .cloned()
 }
 

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use dledger_commitlog::runtime::{parse_peers, Ledger, LedgerOptions, LedgerRole};
+use dledger_commitlog::runtime::{parse_peers, Ledger, LedgerOptions, Role};
 
 struct Args {
     id: String,
@@ -47,7 +47,7 @@ fn parse_args() -> anyhow::Result<Args> {
 async fn propose_loop(ledger: Ledger, body: Bytes, done: Arc<AtomicU64>) {
     let mut role = ledger.role();
     loop {
-        if role.borrow_and_update().role != LedgerRole::Leader {
+        if role.borrow_and_update().role != Role::Leader {
             if role.changed().await.is_err() {
                 return;
             }

@@ -13,7 +13,7 @@ use bytes::{Bytes, BytesMut};
 use super::*;
 use crate::message::properties::append_property;
 use crate::message::record::RecordFields;
-use crate::store::commit_log::CommitMark;
+use crate::store::commit_log::{physical_offset, CommitMark};
 use crate::store::consume_queue::{CQ_UNIT_SIZE, DISPATCH_CHECKPOINT_FILE, GAP_SAFE_FILE};
 use crate::store::index_file::{IndexConfig, HASH_SLOT_LEN, INDEX_ENTRY_LEN, INDEX_HEADER_LEN};
 use crate::store::mem_log::MemLog;
@@ -64,7 +64,7 @@ async fn send(log: &ProbedLog, sent: &mut Vec<Sent>, n: usize, keyless_from: usi
         sent.push(Sent {
             queue_id,
             queue_offset,
-            phys: p.physical_offset(),
+            phys: physical_offset(&p),
             key,
         });
     }
@@ -412,7 +412,7 @@ async fn put_raw(log: &ProbedLog, queue_offset: i64, sys_flag: i32) -> i64 {
         ..record_fields("T", b"payload", b"")
     })
     .freeze();
-    log.propose(rec).await.unwrap().physical_offset()
+    physical_offset(&log.propose(rec).await.unwrap())
 }
 
 /// Queue 0 of `T` as issue 25's requests left it: offsets 0, 2 and 3 taken by plain records,
