@@ -50,8 +50,8 @@ pub(crate) struct StoreLog {
     hook_slab: BytesMut,
 }
 
-/// The core's view of a store error (also used by the simulator's store-backed log).
-pub(crate) fn log_err(e: StoreError) -> LogError {
+/// The core's view of a store error.
+fn log_err(e: StoreError) -> LogError {
     match e {
         StoreError::DiskFull(_) => LogError::DiskFull,
         StoreError::IndexMismatch { expected, got } => LogError::NotNext {
@@ -72,7 +72,7 @@ pub(crate) fn log_err(e: StoreError) -> LogError {
 }
 
 /// A stored entry as the core sees it.
-pub(crate) fn log_entry(e: StoredEntry) -> LogEntry {
+fn log_entry(e: StoredEntry) -> LogEntry {
     LogEntry {
         index: e.index,
         term: e.term,

@@ -3,15 +3,17 @@
 //! * [`MemLog`]: the core's in-memory log (fast; power loss keeps the flushed prefix plus a
 //!   random prefix of the unflushed tail).
 //! * [`StoreSimLog`]: the real store ([`Store`]) on the storage layer's in-memory disk
-//!   ([`MemDisk`]); a crash takes `MemDisk::crash` (page cache kept, or unflushed 4 KiB pages
-//!   torn at random) and the restart goes through the store's real recovery scan.
+//!   ([`MemDisk`]) behind the runtime's own store adapter (`runtime::log_adapter::StoreLog`,
+//!   so the simulator runs the production adapter, not a copy); a crash takes
+//!   `MemDisk::crash` (page cache kept, or unflushed 4 KiB pages torn at random) and the
+//!   restart goes through the store's real recovery scan.
 
 use bytes::Bytes;
 
 use crate::config::LedgerConfig;
 use crate::core::{Index, LogEntry, LogError, MemLog, Pos, RaftLog, Term};
-use crate::runtime::log_adapter::{log_entry, log_err};
-use crate::store::{CrashMode, FollowerEntry, MemDisk, Store};
+use crate::runtime::log_adapter::StoreLog;
+use crate::store::{CrashMode, MemDisk, Store};
 
 /// A log with a crash model, as the simulator needs it.
 pub trait SimLog: RaftLog + Sized {
@@ -73,10 +75,11 @@ impl SimLog for MemLog {
     }
 }
 
-/// The real store on an in-memory disk; see the module docs.
+/// The real store on an in-memory disk behind the runtime's own adapter
+/// ([`StoreLog`], the one store-to-core adapter); see the module docs.
 pub struct StoreSimLog {
     disk: MemDisk,
-    store: Store,
+    log: StoreLog,
     flushed: Option<Index>,
 }
 
@@ -96,7 +99,7 @@ impl StoreSimLog {
             .map_err(|e| format!("store recovery failed: {e}"))?;
         let mut log = StoreSimLog {
             disk,
-            store,
+            log: StoreLog::new(store),
             flushed: None,
         };
         log.flushed = log.end_index();
@@ -104,22 +107,19 @@ impl StoreSimLog {
     }
 }
 
+/// Every call goes to the runtime's adapter.
 impl RaftLog for StoreSimLog {
     fn begin_index(&self) -> Index {
-        self.store
-            .begin_index()
-            .unwrap_or_else(|| self.store.next_index())
+        self.log.begin_index()
     }
     fn end_index(&self) -> Option<Index> {
-        self.store
-            .end_index()
-            .or_else(|| self.store.next_index().prev())
+        self.log.end_index()
     }
     fn end_term(&self) -> Option<Term> {
-        self.store.end_term()
+        self.log.end_term()
     }
     fn term_at(&self, index: Index) -> Option<Term> {
-        self.store.term_at(index).ok()
+        self.log.term_at(index)
     }
     fn entries(
         &self,
@@ -127,36 +127,21 @@ impl RaftLog for StoreSimLog {
         max_count: usize,
         max_bytes: usize,
     ) -> Result<Vec<LogEntry>, LogError> {
-        let max_bytes = u64::try_from(max_bytes).unwrap_or(u64::MAX);
-        let v = self
-            .store
-            .get_range(from, max_count, max_bytes)
-            .map_err(log_err)?;
-        Ok(v.into_iter().map(log_entry).collect())
+        self.log.entries(from, max_count, max_bytes)
     }
     fn append_leader(&mut self, term: Term, body: Bytes) -> Result<(Index, Pos), LogError> {
-        let a = self.store.append_leader(term, &body).map_err(log_err)?;
-        Ok((a.index, a.pos))
+        self.log.append_leader(term, body)
     }
     fn append_follower(&mut self, e: &LogEntry) -> Result<(), LogError> {
-        let entry = FollowerEntry {
-            index: e.index,
-            term: e.term,
-            pos: e.pos,
-            body_crc: 0,
-            body: &e.body,
-        };
-        self.store.append_follower(entry).map_err(log_err)?;
-        Ok(())
+        self.log.append_follower(e)
     }
     fn truncate_after(&mut self, keep: Option<Index>) -> Result<(), LogError> {
-        self.store.truncate_after(keep).map_err(log_err)?;
+        self.log.truncate_after(keep)?;
         self.flushed = self.flushed.min(keep);
         Ok(())
     }
     fn end_pos_of(&self, index: Index) -> Option<Pos> {
-        let e = self.entry(index).ok()?;
-        Some(e.pos.plus(48 + e.body.len() as u64))
+        self.log.end_pos_of(index)
     }
 }
 
@@ -170,13 +155,18 @@ impl SimLog for StoreSimLog {
         } else {
             CrashMode::KeepPageCache
         };
+        let mut log = self.log;
         let disk = self.disk.crash(mode);
-        self.store.abandon();
+        if let Some(store) = log.take() {
+            store.abandon();
+        }
         StoreSimLog::open(disk)
     }
     fn flush(&mut self) -> Option<Index> {
-        if self.store.flush().is_ok() {
+        if let Ok(durable) = self.log.store_mut().flush() {
             self.flushed = self.end_index();
+            // The adapter's not-yet-durable ring forgets what the flush covered.
+            let _ = self.log.flushed_through(durable.0);
         }
         self.flushed
     }
